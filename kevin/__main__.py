@@ -1,0 +1,5 @@
+import sys
+
+from kevin.cli import main
+
+sys.exit(main())

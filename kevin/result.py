@@ -1,0 +1,110 @@
+"""`EvalResult`: the verdict on one candidate, the contract between the evaluator and everything else.
+
+One JSON object per candidate (DESIGN.md §2). A bad candidate is data: every failure of the
+candidate or the policy is a result with a `stage` and a short `error`, never an exception. Who is
+to blame is explicit, so an infrastructure failure is never scored as the model's mistake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Stage = Literal["format", "static_check", "compile", "runtime", "correctness", "timeout", "ok"]
+STAGES: tuple[str, ...] = ("format", "static_check", "compile", "runtime", "correctness", "timeout", "ok")
+
+Blame = Literal["none", "policy", "candidate", "infrastructure"]
+"""Who failed: `policy` for output that is not a candidate at all (format), `candidate` for a kernel
+that does not build, crashes, hangs or is wrong, `infrastructure` for our side (the reference
+problem, the worker, the machine). Trainers drop `infrastructure` samples instead of scoring them."""
+
+# Flags whose presence makes a correct-looking kernel score 0. Other flags are warnings.
+BLOCKING_FLAGS: frozenset[str] = frozenset(
+    {
+        "inputs_mutated",
+        "timed_output_mismatch",
+        "global_state_changed",
+        "clock_escape",
+        "tampering",
+        "library_kernels",
+        "no_custom_kernel",
+        "lower_precision",
+        "impossible_speedup",
+        "extra_threads",
+        "deferred_write",
+    }
+)
+
+ERROR_CHARS = 2000
+"""Bound on `error`; the full captured log is in `log`, itself truncated with a visible marker."""
+
+
+@dataclass
+class EvalResult:
+    stage: str
+    """Where evaluation stopped: format, static_check, compile, runtime, correctness, timeout, or ok."""
+    compiled: bool = False
+    correct: bool = False
+    speedup: float | None = None
+    """Baseline eager median / candidate median; None unless correct."""
+    speedup_compile: float | None = None
+    """Against torch.compile of the reference, when measured."""
+    runtime_ms: float | None = None
+    baseline_ms: float | None = None
+    baseline_compile_ms: float | None = None
+    error: str = ""
+    feedback: str = ""
+    """The text the model sees next turn (built by kevin.feedback)."""
+    flags: list[str] = field(default_factory=list)
+    blame: str = "none"
+    backend: str = ""
+    precision: str = ""
+    task_id: str = ""
+    timing: dict[str, Any] = field(default_factory=dict)
+    """Candidate timing statistics (median_ms, mean_ms, min_ms, max_ms, std_ms, iqr_ms, cv, n)."""
+    baseline_timing: dict[str, Any] = field(default_factory=dict)
+    correctness: dict[str, Any] = field(default_factory=dict)
+    """trials, trials_passed, max_abs_error, mean_abs_error, max_rel_error, atol, rtol, detail."""
+    device: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    log: str = ""
+    """Captured stdout/stderr of the worker, head and tail kept around a truncation marker."""
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"unknown stage {self.stage!r}; expected one of {STAGES}")
+        if len(self.error) > ERROR_CHARS:
+            self.error = truncate_middle(self.error, ERROR_CHARS)
+
+    @property
+    def blocking_flags(self) -> list[str]:
+        return [f for f in self.flags if f.split(":", 1)[0] in BLOCKING_FLAGS]
+
+    @property
+    def passed(self) -> bool:
+        """Correct and not blocked by any check: the only results that earn a reward."""
+        return self.correct and not self.blocking_flags and self.blame != "infrastructure"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of `text` within `limit` characters, with a visible marker between."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} characters truncated by kevin ...]\n"
+    keep = max(limit - len(marker), 0)
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head) :]
