@@ -18,6 +18,7 @@ from kevin.errors import UsageError
 # Modules that contribute subcommands, in the order `kevin --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "kevin.tasks",
+    "kevin.checks",
     "kevin.evaluate",
     "kevin.batch",
     "kevin.metrics",

@@ -40,3 +40,7 @@ class Task:
                     origin: str = "inline") -> Task:
         return cls(id=id, level=level, problem=problem, name=name, source=source,
                    hash=content_hash(source), origin=origin)
+
+
+def register_commands(subparsers) -> None:
+    pass

@@ -1,0 +1,5 @@
+"""(being written)"""
+
+
+def register_commands(subparsers) -> None:
+    pass
