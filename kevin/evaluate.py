@@ -1,5 +1,381 @@
-"""(being written)"""
+"""Evaluate one candidate against one task: `evaluate(task, source, config) -> EvalResult`.
+
+The flow (each step's failure is a typed result, never an exception):
+
+    static gate (kevin.checks, optional) -> sandboxed worker (kevin.worker under kevin.sandbox):
+    build -> correctness trials -> timing -> reference -> baseline -> EvalResult + feedback
+
+Who is blamed: the candidate for anything its code does (build errors, crashes, hangs, wrong
+output, memory blow-ups); `infrastructure` when the worker fails before the candidate is loaded,
+while waiting for the GPU, or inside the reference or baseline, so that a trainer drops the sample
+instead of punishing the model for our fault.
+
+Baselines (eager, and torch.compile when asked) are cached on disk, keyed by the task's content
+hash, the precision, the torch version, the host and the device index; a cached entry records the
+GPU name and is used only on a GPU of that name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import secrets
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kevin import feedback
+from kevin.errors import UsageError
+from kevin.result import EvalResult
+from kevin.sandbox import Limits, WorkerOutcome, run_worker
+from kevin.tasks import Task
+from kevin.timing import TimingConfig
+
+BACKENDS = ("cuda", "cpp")
+PRECISIONS = ("fp32", "fp16", "bf16")
+DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+CANDIDATE_STAGES = ("compile", "correctness", "timing")
+"""A deadline or memory blow-up in these stages is the candidate's; elsewhere it is ours."""
 
 
-def register_commands(subparsers) -> None:
-    pass
+def _cache_home() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kevin"
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    backend: str = "cuda"
+    """`cuda` (load_inline CUDA on the GPU) or `cpp` (load_inline C++ on the CPU)."""
+    precision: str = "fp32"
+    """Inputs and weights are cast to this for candidate and reference alike."""
+    trials: int = 5
+    """Correctness trials, each on fresh inputs drawn from the secret seed."""
+    atol: float | None = None
+    """Absolute tolerance; None takes the precision's default (fp32 1e-4, fp16/bf16 1e-2)."""
+    rtol: float | None = None
+    seed: int | None = None
+    """Secret seed for inputs and weights; None draws a fresh one per evaluation."""
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    compile_baseline: bool = False
+    """Also time torch.compile of the reference and report `speedup_compile`."""
+    baseline_cache: bool = True
+    cache_dir: str | None = None
+    """Root for the build and baseline caches; None is ~/.cache/kevin (XDG_CACHE_HOME honoured)."""
+    device_index: int = 0
+    gpu_lock_dir: str = "/tmp"
+    """Where the per-GPU lock files live: workers on one GPU time one at a time."""
+    limits: Limits = field(default_factory=Limits)
+    static_check: bool = True
+    """Run the static gate (kevin.checks) before building."""
+    workdir_root: str | None = None
+    keep_workdir: bool = False
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise UsageError(f"unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"unknown precision {self.precision!r}; use one of {', '.join(PRECISIONS)}")
+        if self.trials < 1:
+            raise UsageError(f"trials must be at least 1 (got {self.trials})")
+        for name in ("atol", "rtol"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise UsageError(f"{name} must be >= 0 (got {value})")
+
+    @property
+    def tolerances(self) -> tuple[float, float]:
+        default = DEFAULT_TOLERANCE[self.precision]
+        return (default if self.atol is None else self.atol, default if self.rtol is None else self.rtol)
+
+    @property
+    def cache_root(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else _cache_home()
+
+    @property
+    def device(self) -> str:
+        return f"cuda:{self.device_index}" if self.backend == "cuda" else "cpu"
+
+
+def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None) -> EvalResult:
+    """Evaluate `candidate_source` (a ModelNew module) against `task`. Never raises for a bad
+    candidate; raises only for bugs in kevin itself."""
+    config = config or EvalConfig()
+    common = {"backend": config.backend, "precision": config.precision, "task_id": task.id}
+    if config.static_check:
+        rejected = _static_gate(candidate_source, config.backend)
+        if rejected is not None:
+            result = EvalResult(stage="static_check", blame="candidate", error=rejected, **common)
+            result.feedback = feedback.render(result)
+            return result
+    seed = config.seed if config.seed is not None else secrets.randbits(48)
+    atol, rtol = config.tolerances
+    cache_file = _baseline_cache_file(task, config)
+    cached = _read_baseline(cache_file) if config.baseline_cache else {}
+    job = {
+        "device": config.device,
+        "precision": config.precision,
+        "trials": config.trials,
+        "atol": atol,
+        "rtol": rtol,
+        "seed": seed,
+        "weight_seed": seed % 100_003,
+        "timing": dataclasses.asdict(config.timing),
+        "compile_baseline": config.compile_baseline,
+        "problem_source": task.source,
+        "candidate_source": candidate_source,
+        "candidate_filename": "candidate.py",
+        "build_cache": str(config.cache_root / "builds"),
+        "baseline_cached": cached.get("stats"),
+        "baseline_device": cached.get("device_name"),
+        "gpu_lock": str(Path(config.gpu_lock_dir) / f"kevin-gpu{config.device_index}.lock")
+        if config.backend == "cuda"
+        else None,
+    }
+    outcome = run_worker(
+        job, config.limits, workdir_root=config.workdir_root, keep_workdir=config.keep_workdir
+    )
+    result = outcome_to_result(outcome, config, common)
+    if result.stage == "ok" and config.baseline_cache and outcome.result:
+        _write_baseline(cache_file, outcome.result.get("baseline") or {}, result.device)
+    result.feedback = feedback.render(result)
+    return result
+
+
+def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[str, Any]) -> EvalResult:
+    """Turn what the sandbox saw into an EvalResult, deciding the stage and who is to blame."""
+    stage = outcome.last_stage
+    ours = stage not in CANDIDATE_STAGES
+    compiled = stage not in ("setup", "compile")
+    extra_flags = ["left_processes"] if outcome.leftover_processes else []
+    if outcome.killed_for == "timeout":
+        limit = config.limits.timeout_for(stage)
+        return EvalResult(
+            stage="timeout",
+            compiled=compiled,
+            error=f"exceeded the {limit:g} s limit during {stage}",
+            blame="infrastructure" if ours else "candidate",
+            log=outcome.log,
+            flags=extra_flags,
+            **common,
+        )
+    if outcome.killed_for == "memory":
+        gib = config.limits.host_memory_bytes / 2**30
+        return EvalResult(
+            stage="compile" if not compiled else "runtime",
+            compiled=compiled,
+            error=f"used more than {gib:g} GiB of host memory during {stage}",
+            blame="infrastructure" if ours else "candidate",
+            log=outcome.log,
+            flags=extra_flags,
+            **common,
+        )
+    data = outcome.result
+    if data is None:
+        how = (
+            f"crashed with {outcome.signal_name}"
+            if outcome.signal_name
+            else f"exited with code {outcome.returncode} without a verdict"
+        )
+        tail = outcome.log.strip()[-1500:]
+        return EvalResult(
+            stage="compile" if not compiled else "runtime",
+            compiled=compiled,
+            error=f"the process {how} during {stage}" + (f"; output:\n{tail}" if tail else ""),
+            blame="infrastructure" if ours else "candidate",
+            log=outcome.log,
+            flags=extra_flags,
+            **common,
+        )
+
+    timing = data.get("timing") or {}
+    baseline = data.get("baseline") or {}
+    eager = baseline.get("eager") or {}
+    compiled_stats = baseline.get("compile") or {}
+    result = EvalResult(
+        stage=data.get("stage", "runtime"),
+        compiled=bool(data.get("compiled", compiled)),
+        correct=bool(data.get("correct", False)),
+        error=str(data.get("error", "")),
+        flags=list(data.get("flags", [])) + extra_flags,
+        blame=data.get("blame", "none" if data.get("stage") == "ok" else "candidate"),
+        timing=timing,
+        baseline_timing=eager,
+        correctness=data.get("correctness") or {},
+        device=str(data.get("device_name", "")),
+        versions=data.get("versions") or {},
+        stage_seconds=data.get("stage_seconds") or {},
+        log=outcome.log,
+        **common,
+    )
+    result.stage_seconds["total"] = round(outcome.elapsed_s, 4)
+    builds = data.get("builds") or []
+    if builds:
+        result.stage_seconds["build"] = round(sum(b.get("seconds", 0.0) for b in builds), 4)
+        result.timing = dict(result.timing, build_cache_hit=all(b.get("cache_hit") for b in builds))
+    if result.correct and timing.get("median_ms"):
+        result.runtime_ms = timing["median_ms"]
+        if eager.get("median_ms"):
+            result.baseline_ms = eager["median_ms"]
+            result.speedup = eager["median_ms"] / timing["median_ms"]
+        if compiled_stats.get("median_ms"):
+            result.baseline_compile_ms = compiled_stats["median_ms"]
+            result.speedup_compile = compiled_stats["median_ms"] / timing["median_ms"]
+    return result
+
+
+def _static_gate(source: str, backend: str) -> str | None:
+    """The static gate's verdict: None when accepted, else the rejection text (rule and line)."""
+    from kevin import checks
+
+    check_source = getattr(checks, "check_source", None)
+    if check_source is None:  # the gate is optional: absent, candidates go straight to the build
+        return None
+    report = check_source(source, backend)
+    if report.ok:
+        return None
+    return "\n".join(f"line {v.line}: [{v.rule}] {v.message}" for v in report.violations)
+
+
+def _baseline_cache_file(task: Task, config: EvalConfig) -> Path:
+    import torch
+
+    key = json.dumps(
+        [
+            task.hash,
+            config.backend,
+            config.precision,
+            torch.__version__,
+            platform.node(),
+            config.device_index,
+            dataclasses.asdict(config.timing),
+            config.trials,
+        ],
+        sort_keys=True,
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return config.cache_root / "baselines" / f"{task.hash}-{digest}.json"
+
+
+def _read_baseline(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_baseline(path: Path, stats: dict[str, Any], device_name: str) -> None:
+    if not stats:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"stats": stats, "device_name": device_name}))
+    os.replace(tmp, path)
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+
+def add_eval_options(parser: Any) -> None:
+    """Options shared by `kevin eval` and `kevin eval-batch`."""
+    parser.add_argument(
+        "--backend",
+        choices=("auto",) + BACKENDS,
+        default="auto",
+        help="cuda on a GPU machine, cpp on a CPU one (default: auto)",
+    )
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    parser.add_argument("--trials", type=int, default=5, help="correctness trials (default 5)")
+    parser.add_argument("--atol", type=float, default=None)
+    parser.add_argument("--rtol", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=None, help="fix the secret seed (default: fresh)")
+    parser.add_argument("--timing-budget-ms", type=float, default=2000.0)
+    parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile")
+    parser.add_argument("--no-baseline-cache", action="store_true")
+    parser.add_argument("--no-static-check", action="store_true")
+    parser.add_argument(
+        "--cache-dir", default=None, help="build and baseline caches (default ~/.cache/kevin)"
+    )
+
+
+def config_from_args(args: Any) -> EvalConfig:
+    backend = args.backend
+    if backend == "auto":
+        import torch
+
+        backend = "cuda" if torch.cuda.is_available() else "cpp"
+    return EvalConfig(
+        backend=backend,
+        precision=args.precision,
+        trials=args.trials,
+        atol=args.atol,
+        rtol=args.rtol,
+        seed=args.seed,
+        timing=TimingConfig(budget_ms=args.timing_budget_ms),
+        compile_baseline=args.compile_baseline,
+        baseline_cache=not args.no_baseline_cache,
+        static_check=not args.no_static_check,
+        cache_dir=args.cache_dir,
+    )
+
+
+def read_source(path: str, what: str) -> str:
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"{what} file not found: {path} (give the path to a .py file)")
+    try:
+        return file.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc}") from None
+
+
+def summary_line(result: EvalResult) -> str:
+    verdict = "PASS" if result.passed else ("FAIL" if result.stage != "ok" else "FLAGGED")
+    parts = [f"{verdict} stage={result.stage}"]
+    if result.speedup is not None:
+        parts.append(
+            f"speedup={result.speedup:.3f}x runtime={result.runtime_ms:.4g}ms "
+            f"baseline={result.baseline_ms:.4g}ms"
+        )
+    if result.flags:
+        parts.append("flags=" + ",".join(result.flags))
+    if result.blame not in ("none", "candidate"):
+        parts.append(f"blame={result.blame}")
+    return " ".join(parts)
+
+
+def _run_eval(args: Any) -> int:
+    problem_source = read_source(args.problem, "problem")
+    candidate_source = read_source(args.candidate, "candidate")
+    config = config_from_args(args)
+    name = Path(args.problem).stem
+    task = Task.from_source(problem_source, id=name, name=name, origin=str(args.problem))
+    result = evaluate(task, candidate_source, config)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(summary_line(result))
+        if result.stage != "ok":
+            print(feedback.render(result))
+    sys.stdout.flush()
+    return 0
+
+
+def register_commands(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate one candidate kernel against one problem",
+        description="Build, check and time CANDIDATE (a ModelNew module) against PROBLEM (a Model module).",
+    )
+    parser.add_argument(
+        "problem", help="problem file (KernelBench format: Model, get_inputs, get_init_inputs)"
+    )
+    parser.add_argument("candidate", help="candidate file defining ModelNew")
+    add_eval_options(parser)
+    parser.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    parser.set_defaults(run=_run_eval)

@@ -1,0 +1,342 @@
+"""Isolated worker processes: start one, watch it, end it and everything it started.
+
+`run_worker(job, limits)` starts `python -m kevin.worker` in a process session of its own (spawned
+fresh, never forked from a process that touched CUDA), with
+
+  * its own temporary directory as cwd, HOME and TMPDIR, removed afterwards;
+  * a scrubbed environment (an allow-list: toolchain and GPU variables only, no tokens or keys);
+  * stdin closed; stdout and stderr captured to a file whose size the worker caps (RLIMIT_FSIZE),
+    read back head and tail around a visible truncation marker;
+  * a private channel: a pipe inherited as one file descriptor, carrying JSON lines (`stage` events,
+    then one `result`); the candidate's printed output never reaches it;
+  * a wall-clock deadline per stage (build, correctness, timing, ...), and a host-memory limit on
+    the resident set of the whole process session, polled while it runs.
+
+When the worker ends, or is killed for a deadline or memory, the whole process group is killed,
+then any process still carrying this job's sandbox token in its environment (children that started
+a session of their own), so nothing is left running. A worker never outlives its candidate, so a
+CUDA context that saw a fault is never reused.
+
+What this does not protect against: writes to absolute paths outside the job directory, network
+access, and a child that both leaves the session and scrubs its environment before the worker
+exits. Those need a container or namespaces around the worker (the Ray/cluster deployment's job).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kevin.result import truncate_middle
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
+
+# Environment variables a worker may inherit: toolchains, GPU selection and the NVLink-multicast
+# switches the GPU machines require. Everything else (tokens, keys, proxies) stays behind.
+ENV_ALLOW = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCH_CUDA_ARCH_LIST",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "MAX_JOBS",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+    "CUDA_MODULE_LOADING",
+    "OMP_NUM_THREADS",
+    "TRITON_PTXAS_PATH",
+    "TRITON_CACHE_DIR",
+)
+
+TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"
+
+
+@dataclass(frozen=True)
+class Limits:
+    stage_timeouts_s: dict[str, float] = field(
+        default_factory=lambda: {
+            "setup": 120.0,
+            "compile": 600.0,
+            "wait_gpu": 3600.0,
+            "correctness": 120.0,
+            "timing": 180.0,
+            "reference": 120.0,
+            "baseline": 300.0,
+            "done": 30.0,
+        }
+    )
+    """Wall-clock deadline per stage, seconds; an unknown stage gets `default_timeout_s`."""
+    default_timeout_s: float = 120.0
+    host_memory_bytes: int = 64 * 2**30
+    """Resident memory of the worker and all its children together."""
+    max_file_bytes: int = 64 * 2**20
+    """RLIMIT_FSIZE in the worker: no single file (log, build output) grows past this."""
+    log_chars: int = 6000
+    """Characters of captured stdout/stderr kept (head and tail)."""
+
+    def timeout_for(self, stage: str) -> float:
+        return float(self.stage_timeouts_s.get(stage, self.default_timeout_s))
+
+
+@dataclass
+class WorkerOutcome:
+    result: dict[str, Any] | None
+    """The worker's `result` message; None when it died or was killed before sending one."""
+    last_stage: str
+    returncode: int | None
+    killed_for: str = ""
+    """`timeout` or `memory` when we killed it; empty otherwise."""
+    elapsed_s: float = 0.0
+    log: str = ""
+    leftover_processes: int = 0
+    """Processes still alive after the worker ended (killed by us); a candidate that spawns is suspicious."""
+    peak_rss_bytes: int = 0
+    stage_log: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def signal_name(self) -> str:
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return ""
+
+
+def scrubbed_env(workdir: Path, token: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    python_path = [PACKAGE_PARENT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env.update(
+        HOME=str(workdir),
+        TMPDIR=str(workdir),
+        PYTHONPATH=os.pathsep.join(python_path),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONNOUSERSITE="1",
+        **{TOKEN_VARIABLE: token},
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_worker(
+    job: dict[str, Any],
+    limits: Limits,
+    *,
+    workdir_root: str | None = None,
+    env_extra: dict[str, str] | None = None,
+    keep_workdir: bool = False,
+) -> WorkerOutcome:
+    workdir = Path(tempfile.mkdtemp(prefix="kevin-job-", dir=workdir_root))
+    token = secrets.token_hex(16)
+    job = dict(job, max_file_bytes=limits.max_file_bytes)
+    job_path = workdir / "job.json"
+    job_path.write_text(json.dumps(job))
+    log_path = workdir / "worker.log"
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    try:
+        with open(log_path, "wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kevin.worker", str(job_path), str(write_fd)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env=scrubbed_env(workdir, token, env_extra),
+                start_new_session=True,
+                pass_fds=(write_fd,),
+                close_fds=True,
+            )
+        os.close(write_fd)
+        write_fd = -1
+        outcome = _supervise(process, read_fd, limits)
+        outcome.leftover_processes = _kill_everything(process.pid, token)
+        process.wait()
+        if outcome.returncode is None:
+            outcome.returncode = process.returncode
+        outcome.elapsed_s = time.monotonic() - started
+        outcome.log = _read_log(log_path, limits.log_chars)
+        return outcome
+    finally:
+        if write_fd >= 0:
+            os.close(write_fd)
+        os.close(read_fd)
+        if not keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> WorkerOutcome:
+    stage = "setup"
+    deadline = time.monotonic() + limits.timeout_for(stage)
+    stage_log: list[tuple[str, float]] = [(stage, 0.0)]
+    start = time.monotonic()
+    result: dict[str, Any] | None = None
+    buffer = b""
+    killed_for = ""
+    peak_rss = 0
+    next_memory_check = 0.0
+    eof = False
+    while True:
+        now = time.monotonic()
+        if not eof:
+            ready, _, _ = select.select([read_fd], [], [], 0.05)
+            if ready:
+                chunk = os.read(read_fd, 1 << 16)
+                if not chunk:
+                    eof = True
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    message = _parse(line)
+                    if message is None:
+                        continue
+                    if message.get("event") == "stage" and result is None:
+                        stage = str(message.get("stage", stage))
+                        deadline = time.monotonic() + limits.timeout_for(stage)
+                        stage_log.append((stage, round(time.monotonic() - start, 3)))
+                    elif message.get("event") == "result" and result is None:
+                        result = message.get("result")
+        else:
+            time.sleep(0.02)
+        if process.poll() is not None and (eof or result is not None):
+            break
+        if now > deadline:
+            killed_for = "timeout"
+            break
+        if now >= next_memory_check:
+            rss = _session_rss_bytes(process.pid)
+            peak_rss = max(peak_rss, rss)
+            if rss > limits.host_memory_bytes:
+                killed_for = "memory"
+                break
+            next_memory_check = now + 0.2
+    if killed_for:
+        _kill_group(process.pid)
+        # A result sent just before the kill is not trusted: the stage deadline had passed.
+        result = None
+    return WorkerOutcome(
+        result=result if isinstance(result, dict) else None,
+        last_stage=stage,
+        returncode=process.poll(),
+        killed_for=killed_for,
+        peak_rss_bytes=peak_rss,
+        stage_log=stage_log,
+    )
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _proc_stat(pid: int) -> tuple[int, int] | None:
+    """(process group, session) of a live process; None for a zombie or a process gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    # The command name is in parentheses and may contain spaces; fields after it are fixed.
+    fields = data[data.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[2]), int(fields[3])
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _session_rss_bytes(session: int) -> int:
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in _pids():
+        stat = _proc_stat(pid)
+        if stat is None or stat[1] != session:
+            continue
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as handle:
+                total += int(handle.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _has_token(pid: int, token: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return f"{TOKEN_VARIABLE}={token}".encode() in handle.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _kill_everything(session: int, token: str) -> int:
+    """Kill the worker's session and every process carrying its token; return how many were
+    still alive besides the worker itself."""
+    leftovers = 0
+    for _ in range(3):
+        found = 0
+        for pid in _pids():
+            if pid == os.getpid():
+                continue
+            stat = _proc_stat(pid)
+            if stat is None:
+                continue
+            if stat[1] == session or stat[0] == session or _has_token(pid, token):
+                if pid != session:
+                    found += 1
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        leftovers = max(leftovers, found)
+        if not found:
+            break
+        time.sleep(0.05)
+    return leftovers
+
+
+def _read_log(path: Path, limit_chars: int) -> str:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            if size <= 4 * limit_chars:
+                text = handle.read().decode(errors="replace")
+            else:
+                head = handle.read(2 * limit_chars).decode(errors="replace")
+                handle.seek(size - 2 * limit_chars)
+                tail = handle.read().decode(errors="replace")
+                text = (
+                    head + f"\n[... {size - 4 * limit_chars} bytes of output truncated by kevin ...]\n" + tail
+                )
+    except OSError:
+        return ""
+    return truncate_middle(text, limit_chars)

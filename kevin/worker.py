@@ -1,0 +1,505 @@
+"""The sandboxed worker: one candidate against one problem, in a process of its own.
+
+Started by `kevin.sandbox` as `python -m kevin.worker JOB_JSON CHANNEL_FD`; never imported by the
+grader. It reports over the private channel (a pipe inherited as CHANNEL_FD): `stage` events as it
+moves on (the parent enforces a deadline per stage) and one `result` object at the end. Whatever
+the candidate prints goes to the captured log, never to the channel.
+
+Order of work, chosen so the candidate never shares the process with the reference model:
+
+  1. Load the problem in a throwaway namespace; draw every trial's inputs from the secret seed
+     (on the device); keep the init inputs; drop the problem module and collect it.
+  2. compile:      import the candidate in a fresh module (its `load_inline` builds run here,
+                   through kevin.build's cache); it must define `ModelNew`.
+  3. wait_gpu:     take the device's lock, so GPU work never overlaps another worker's timing.
+  4. correctness:  same weight seed, build `ModelNew`; run it on a clone of each trial's inputs;
+                   check the inputs were not mutated; keep its outputs.
+  5. timing:       time `ModelNew` with kevin.timing (fresh input content per call; outputs of two
+                   timed calls kept for checking).
+  6. reference:    only now load the problem again and build `Model` (same weight seed); compute
+                   the expected outputs for every trial and for the kept timed calls; compare.
+  7. baseline:     time `Model` with the same function (skipped when the parent has it cached),
+                   optionally `torch.compile(Model)`.
+
+Not protected here (see kevin.checks and the evaluator for what is): the candidate shares this
+process with the harness, so code that walks frames or patches C-level functions could interfere
+with comparison or timing; the channel descriptor is reachable by the candidate. The evaluator's
+dynamic checks are the defence against those; this module keeps the door narrow (functions bound
+before the candidate is imported, reference absent while the candidate runs, global flags
+compared, inputs cloned and checked).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import sys
+import threading
+import time
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+from kevin import build
+from kevin.timing import Timer, TimingConfig
+
+_write = os.write  # bound before any candidate code exists
+
+
+class Channel:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, default=str) + "\n").encode()
+        while data:
+            written = _write(self.fd, data)
+            data = data[written:]
+
+
+class Failure(Exception):
+    """A verdict reached before the end: carries the result fields."""
+
+    def __init__(self, stage: str, error: str, blame: str = "candidate", **fields: Any) -> None:
+        super().__init__(error)
+        self.fields = {"stage": stage, "error": error, "blame": blame, **fields}
+
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def load_module(source: str, name: str, filename: str) -> types.ModuleType:
+    """Execute `source` as a fresh module named `name` (registered in sys.modules while it runs,
+    as dataclasses and pickling expect)."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    code = compile(source, filename, "exec")
+    exec(code, module.__dict__)
+    return module
+
+
+def forget_module(name: str) -> None:
+    sys.modules.pop(name, None)
+    gc.collect()
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        items: list[Any] = []
+        for item in out:
+            items.extend(flatten_outputs(item))
+        return items
+    return [out]
+
+
+def short_exception(exc: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(text) > limit:
+        text = text[: limit // 4] + "\n[... traceback truncated by kevin ...]\n" + text[-(3 * limit) // 4 :]
+    return text
+
+
+class Harness:
+    def __init__(self, job: dict[str, Any], channel: Channel) -> None:
+        import torch
+
+        self.job = job
+        self.channel = channel
+        self.torch = torch
+        self.device = job["device"]
+        self.dtype = getattr(torch, DTYPES[job["precision"]])
+        self.is_cuda = self.device.startswith("cuda")
+        self.rng = random.Random(job["seed"] ^ 0x5EED)
+        # Bound now: later attribute patches by the candidate do not reach the comparison.
+        self.clone = torch.clone
+        self.equal = torch.equal
+        self.isfinite = torch.isfinite
+        self.abs = torch.abs
+        self.sub = torch.sub
+        self.roll = torch.roll
+        self.stage_started = time.perf_counter()
+        self.stage_seconds: dict[str, float] = {}
+        self.stage_name = "setup"
+        self.flags: list[str] = []
+        self.build_log = build.BuildLog()
+        self.compiled = False
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def stage(self, name: str) -> None:
+        now = time.perf_counter()
+        self.stage_seconds[self.stage_name] = round(now - self.stage_started, 4)
+        self.stage_name, self.stage_started = name, now
+        self.channel.send({"event": "stage", "stage": name})
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            self.torch.cuda.synchronize()
+
+    def global_flags(self) -> dict[str, Any]:
+        torch = self.torch
+        return {
+            "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+            "cudnn.benchmark": torch.backends.cudnn.benchmark,
+            "cudnn.deterministic": torch.backends.cudnn.deterministic,
+            "cudnn.enabled": torch.backends.cudnn.enabled,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "default_dtype": str(torch.get_default_dtype()),
+            "grad_enabled": torch.is_grad_enabled(),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        }
+
+    def set_strict_flags(self) -> None:
+        # The reference is strict fp32: TF32 would move it by ~1e-3, beyond the fp32 tolerance.
+        torch = self.torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_grad_enabled(False)
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def prepare_inputs(self, value: Any) -> Any:
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            value = value.to(self.device)
+            if value.is_floating_point():
+                value = value.to(self.dtype)
+            return value
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.prepare_inputs(v) for v in value)
+        return value
+
+    def clone_args(self, args: list[Any]) -> list[Any]:
+        return [self.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
+
+    def draw_trials(self, problem: types.ModuleType) -> list[list[Any]]:
+        torch = self.torch
+        trials = []
+        for t in range(self.job["trials"]):
+            torch.manual_seed(self.job["seed"] * 7919 + t)
+            with torch.device(self.device):
+                inputs = list(problem.get_inputs())
+            trials.append(self.prepare_inputs(inputs))
+        return trials
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        torch = self.torch
+        job = self.job
+        if self.is_cuda:
+            torch.cuda.set_device(self.device)
+        self.set_strict_flags()
+        timer = Timer(self.device, TimingConfig(**job["timing"]))
+
+        try:
+            problem = load_module(job["problem_source"], "kevin_problem_inputs", "<problem>")
+            init_inputs = list(problem.get_init_inputs())
+            trials = self.draw_trials(problem)
+        except BaseException as exc:
+            raise Failure(
+                "runtime",
+                "the reference problem failed to load or make inputs:\n" + short_exception(exc),
+                blame="infrastructure",
+            ) from None
+        del problem
+        forget_module("kevin_problem_inputs")
+        flags_before = self.global_flags()
+        threads_before = threading.active_count()
+
+        self.stage("compile")
+        build.install(Path(job["build_cache"]), self.build_log)
+        try:
+            candidate = load_module(job["candidate_source"], "kevin_candidate", job["candidate_filename"])
+        except BaseException as exc:
+            raise Failure(
+                "compile",
+                short_exception(exc),
+                detail="build" if self.build_log.records and self.build_log.records[-1].error else "import",
+            ) from None
+        model_class = getattr(candidate, "ModelNew", None)
+        if not isinstance(model_class, type):
+            raise Failure("compile", "the candidate defines no class ModelNew")
+        self.compiled = True
+
+        if self.is_cuda and job.get("gpu_lock"):
+            self.stage("wait_gpu")
+            self._take_gpu_lock(job["gpu_lock"])
+        self.stage("correctness")
+        try:
+            torch.manual_seed(job["weight_seed"])
+            model_new = model_class(*init_inputs).to(self.device)
+            model_new = _cast_floating(model_new, self.dtype)
+            outputs = []
+            for inputs in trials:
+                args = self.clone_args(inputs)
+                out = model_new(*args)
+                self.sync()
+                if not all(
+                    self.equal(a, b) for a, b in zip(args, inputs, strict=True) if isinstance(a, torch.Tensor)
+                ):
+                    self.flags.append("inputs_mutated")
+                outputs.append([self._detach(o) for o in flatten_outputs(out)])
+        except BaseException as exc:
+            raise Failure("runtime", short_exception(exc)) from None
+
+        self.stage("timing")
+        buffers = self.clone_args(trials[0])
+        pools = [trials[0], trials[1 % len(trials)]]
+        sample_at = self.rng.randrange(timer.config.min_reps)
+        kept: dict[str, Any] = {}
+
+        def refill(i: int) -> None:
+            pool = pools[i % 2]
+            for buf, src in zip(buffers, pool, strict=True):
+                if isinstance(buf, torch.Tensor) and buf.dim() > 0 and buf.shape[0] > 0:
+                    buf.copy_(self.roll(src, self.rng.randrange(src.shape[0]), 0))
+
+        def observe(i: int, out: Any) -> None:
+            if i == sample_at:
+                kept["sampled"] = (self.clone_args(buffers), [self._detach(o) for o in flatten_outputs(out)])
+            kept["last"] = out
+
+        try:
+            stats = timer.measure(lambda: model_new(*buffers), refill, observe)
+            kept["last"] = (
+                self.clone_args(buffers),
+                [self._detach(o) for o in flatten_outputs(kept["last"])],
+            )
+        except BaseException as exc:
+            raise Failure("runtime", "while timing:\n" + short_exception(exc)) from None
+        if threading.active_count() > threads_before:
+            self.flags.append("extra_threads")
+        if self.global_flags() != flags_before:
+            self.flags.append("global_state_changed")
+        model_new = candidate = model_class = None  # drop the candidate before the reference exists
+        forget_module("kevin_candidate")
+        self.set_strict_flags()
+
+        self.stage("reference")
+        try:
+            reference = load_module(job["problem_source"], "kevin_reference", "<reference>")
+            torch.manual_seed(job["weight_seed"])
+            model = _cast_floating(reference.Model(*init_inputs).to(self.device), self.dtype)
+            expected = [flatten_outputs(model(*self.clone_args(inputs))) for inputs in trials]
+            timed_expected = {k: flatten_outputs(model(*self.clone_args(v[0]))) for k, v in kept.items()}
+            self.sync()
+        except BaseException as exc:
+            raise Failure(
+                "runtime", "the reference model failed:\n" + short_exception(exc), blame="infrastructure"
+            ) from None
+
+        reports = [self.compare(out, ref) for out, ref in zip(outputs, expected, strict=True)]
+        correctness = self.summarize_trials(reports)
+        if correctness.get("reference_bad"):
+            raise Failure(
+                "correctness",
+                "the reference output is not finite: the task is broken",
+                blame="infrastructure",
+                correctness=correctness,
+            )
+        if not all(r["ok"] for r in reports):
+            raise Failure(
+                "correctness",
+                correctness["detail"],
+                correctness=correctness,
+                timing=stats.to_dict(),
+                compiled=True,
+            )
+        for name, ref in timed_expected.items():
+            if not self.compare(kept[name][1], ref)["ok"]:
+                self.flags.append(f"timed_output_mismatch:{name}")
+
+        baseline = job.get("baseline_cached") or {}
+        if "eager" not in baseline:
+            self.stage("baseline")
+            baseline["eager"] = timer.measure(lambda: model(*buffers), refill).to_dict()
+        if job.get("compile_baseline") and "compile" not in baseline:
+            self.stage("baseline")
+            compiled_model = torch.compile(model)
+            baseline["compile"] = timer.measure(lambda: compiled_model(*buffers), refill).to_dict()
+        self.stage("done")
+        return {
+            "stage": "ok",
+            "compiled": True,
+            "correct": True,
+            "timing": stats.to_dict(),
+            "baseline": baseline,
+            "correctness": correctness,
+        }
+
+    def _detach(self, value: Any) -> Any:
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            return self.clone(value.detach())
+        return value
+
+    def _take_gpu_lock(self, path: str) -> None:
+        import fcntl
+
+        handle = open(path, "w")  # noqa: SIM115 - held for the life of the process
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        self._gpu_lock_handle = handle
+
+    # -- comparison ------------------------------------------------------------------------------
+    def compare(self, outputs: list[Any], expected: list[Any]) -> dict[str, Any]:
+        torch = self.torch
+        atol, rtol = self.job["atol"], self.job["rtol"]
+        if len(outputs) != len(expected):
+            return {"ok": False, "reason": f"returned {len(outputs)} outputs, expected {len(expected)}"}
+        worst: dict[str, Any] = {
+            "ok": True,
+            "max_abs_error": 0.0,
+            "mean_abs_error": 0.0,
+            "max_rel_error": 0.0,
+            "relative_l2_error": 0.0,
+            "mismatched": 0,
+            "elements": 0,
+        }
+        for index, (out, ref) in enumerate(zip(outputs, expected, strict=True)):
+            if not isinstance(ref, torch.Tensor):
+                ref = torch.tensor(ref)
+            if not isinstance(out, torch.Tensor):
+                try:
+                    out = torch.tensor(out, device=ref.device)
+                except Exception:
+                    return {"ok": False, "reason": f"output {index} is a {type(out).__name__}, not a tensor"}
+            if tuple(out.shape) != tuple(ref.shape):
+                return {
+                    "ok": False,
+                    "reason": f"output {index} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}",
+                }
+            if out.dtype != ref.dtype:
+                return {"ok": False, "reason": f"output {index} has dtype {out.dtype}, expected {ref.dtype}"}
+            a = out.detach().to(ref.device, torch.float64)
+            b = ref.detach().to(torch.float64)
+            if not bool(self.isfinite(b).all()):
+                return {"ok": False, "reason": "the reference output is not finite", "reference_bad": True}
+            finite = self.isfinite(a)
+            diff = self.abs(self.sub(a, b))
+            bad = ~finite | (diff > atol + rtol * self.abs(b))
+            numel = max(b.numel(), 1)
+            diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
+            rel = diff / (self.abs(b) + 1e-12)
+            norm_b = float(torch.linalg.vector_norm(b))
+            stats = {
+                "max_abs_error": float(diff.max()) if b.numel() else 0.0,
+                "mean_abs_error": float(diff.mean()) if b.numel() else 0.0,
+                "max_rel_error": float(rel.max()) if b.numel() else 0.0,
+                "relative_l2_error": float(torch.linalg.vector_norm(torch.where(finite, a - b, b)))
+                / max(norm_b, 1e-30),
+                "mismatched": int(bad.sum()),
+                "elements": numel,
+                "nonfinite": int((~finite).sum()),
+            }
+            for key in ("max_abs_error", "mean_abs_error", "max_rel_error", "relative_l2_error"):
+                worst[key] = max(worst[key], stats[key])
+            worst["mismatched"] += stats["mismatched"]
+            worst["elements"] += stats["elements"]
+            if stats["mismatched"]:
+                worst["ok"] = False
+                worst["reason"] = (
+                    f"output {index}: {stats['mismatched']} of {numel} elements outside tolerance "
+                    f"(atol={atol:g}, rtol={rtol:g}); max abs error {stats['max_abs_error']:.3g}, "
+                    f"mean abs error {stats['mean_abs_error']:.3g}"
+                    + (f", {stats['nonfinite']} NaN/Inf" if stats["nonfinite"] else "")
+                )
+        return worst
+
+    def summarize_trials(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
+        passed = sum(r["ok"] for r in reports)
+        failed = [i for i, r in enumerate(reports) if not r["ok"]]
+        summary: dict[str, Any] = {
+            "trials": len(reports),
+            "trials_passed": passed,
+            "atol": self.job["atol"],
+            "rtol": self.job["rtol"],
+        }
+        for key in ("max_abs_error", "mean_abs_error", "max_rel_error", "relative_l2_error"):
+            values = [r[key] for r in reports if key in r]
+            if values:
+                summary[key] = max(values)
+        if failed:
+            first = reports[failed[0]]
+            summary["detail"] = (
+                f"wrong output on {len(failed)} of {len(reports)} trials; "
+                f"first failure (trial {failed[0] + 1}): {first['reason']}"
+            )
+            if first.get("reference_bad"):
+                summary["reference_bad"] = True
+        else:
+            summary["detail"] = f"all {len(reports)} trials within tolerance"
+        return summary
+
+
+def _cast_floating(model: Any, dtype: Any) -> Any:
+    import torch
+
+    if dtype == torch.float32:
+        return model
+    return model.to(dtype)
+
+
+def _limit_resources(job: dict[str, Any]) -> None:
+    import resource
+
+    file_bytes = int(job["max_file_bytes"])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    import signal
+
+    # Past the file-size limit a write fails with EFBIG instead of killing the worker silently.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def main(argv: list[str]) -> int:
+    channel = Channel(int(argv[2]))
+    job_path = Path(argv[1])
+    job = json.loads(job_path.read_text())
+    job_path.unlink()  # the secret seed is not left lying around for the candidate to read
+    _limit_resources(job)
+    harness = None
+    try:
+        harness = Harness(job, channel)
+        result = harness.run()
+    except Failure as failure:
+        result = dict(failure.fields)
+    except BaseException as exc:  # a bug on our side, or the machine
+        result = {
+            "stage": harness.stage_name if harness else "setup",
+            "blame": "infrastructure",
+            "error": "kevin worker failed: " + short_exception(exc),
+        }
+    if harness is not None:
+        harness.stage_seconds[harness.stage_name] = round(time.perf_counter() - harness.stage_started, 4)
+        result.setdefault("flags", []).extend(harness.flags)
+        result.setdefault("compiled", harness.compiled)
+        result["stage_seconds"] = harness.stage_seconds
+        result["builds"] = harness.build_log.to_list()
+        result["versions"] = _versions(harness.torch)
+        result["device_name"] = harness.torch.cuda.get_device_name() if harness.is_cuda else "cpu"
+    channel.send({"event": "result", "result": result})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: candidate objects could run code from __del__ or atexit after
+    # the verdict, and a faulted CUDA context can hang on exit.
+    os._exit(0)
+
+
+def _versions(torch: Any) -> dict[str, str]:
+    import platform
+
+    from kevin import __version__
+
+    return {
+        "kevin": __version__,
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "python": platform.python_version(),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
