@@ -47,7 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help and --version end parsing with exit code 0
+            return int(exc.code or 0)
         if getattr(args, "run", None) is None:
             parser.print_help(sys.stderr)
             return 2

@@ -67,8 +67,8 @@ class EvalConfig:
     cache_dir: str | None = None
     """Root for the build and baseline caches; None is ~/.cache/kevin (XDG_CACHE_HOME honoured)."""
     device_index: int = 0
-    gpu_lock_dir: str = "/tmp"
-    """Where the per-GPU lock files live: workers on one GPU time one at a time."""
+    lock_dir: str = "/tmp"
+    """Where the per-device lock files live: workers on one device run and time one at a time."""
     limits: Limits = field(default_factory=Limits)
     static_check: bool = True
     """Run the static gate (kevin.checks) before building."""
@@ -132,9 +132,7 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         "build_cache": str(config.cache_root / "builds"),
         "baseline_cached": cached.get("stats"),
         "baseline_device": cached.get("device_name"),
-        "gpu_lock": str(Path(config.gpu_lock_dir) / f"kevin-gpu{config.device_index}.lock")
-        if config.backend == "cuda"
-        else None,
+        "device_lock": str(Path(config.lock_dir) / f"kevin-{config.device.replace(':', '')}.lock"),
     }
     outcome = run_worker(
         job, config.limits, workdir_root=config.workdir_root, keep_workdir=config.keep_workdir
@@ -222,10 +220,28 @@ def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[s
         if eager.get("median_ms"):
             result.baseline_ms = eager["median_ms"]
             result.speedup = eager["median_ms"] / timing["median_ms"]
+        if _escapes_clock(timing, eager):
+            result.flags.append("clock_escape")
         if compiled_stats.get("median_ms"):
             result.baseline_compile_ms = compiled_stats["median_ms"]
             result.speedup_compile = compiled_stats["median_ms"] / timing["median_ms"]
     return result
+
+
+CLOCK_ESCAPE_MIN_MS = 0.05
+CLOCK_ESCAPE_SHARE = 0.25
+
+
+def _escapes_clock(timing: dict[str, Any], baseline: dict[str, Any]) -> bool:
+    """Work the event clock did not see: the host waited for the device well past the end event.
+
+    Launch and synchronize latency are common to candidate and baseline, so the candidate's median
+    (wall - event) gap is compared with the baseline's; flagged when it is larger by more than
+    max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE x the candidate's median time)."""
+    if timing.get("clock") != "cuda_event" or "wall_minus_event_ms" not in timing:
+        return False
+    excess = timing["wall_minus_event_ms"] - float(baseline.get("wall_minus_event_ms", 0.0))
+    return excess > max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE * timing["median_ms"])
 
 
 def _static_gate(source: str, backend: str) -> str | None:

@@ -78,6 +78,7 @@ class Limits:
             "setup": 120.0,
             "compile": 600.0,
             "wait_gpu": 3600.0,
+            "inputs": 300.0,
             "correctness": 120.0,
             "timing": 180.0,
             "reference": 120.0,

@@ -11,7 +11,8 @@ Order of work, chosen so the candidate never shares the process with the referen
      (on the device); keep the init inputs; drop the problem module and collect it.
   2. compile:      import the candidate in a fresh module (its `load_inline` builds run here,
                    through kevin.build's cache); it must define `ModelNew`.
-  3. wait_gpu:     take the device's lock, so GPU work never overlaps another worker's timing.
+  3. wait_gpu:     take the device's lock (the GPU's, or the CPU's for the cpp back end), so
+                   running and timing never overlap another worker's on the same device.
   4. correctness:  same weight seed, build `ModelNew`; run it on a clone of each trial's inputs;
                    check the inputs were not mutated; keep its outputs.
   5. timing:       time `ModelNew` with kevin.timing (fresh input content per call; outputs of two
@@ -192,25 +193,23 @@ class Harness:
         if self.is_cuda:
             torch.cuda.set_device(self.device)
         self.set_strict_flags()
-        timer = Timer(self.device, TimingConfig(**job["timing"]))
-
         try:
-            problem = load_module(job["problem_source"], "kevin_problem_inputs", "<problem>")
+            problem = load_module(job["problem_source"], "kevin_problem_init", "<problem>")
             init_inputs = list(problem.get_init_inputs())
-            trials = self.draw_trials(problem)
         except BaseException as exc:
             raise Failure(
                 "runtime",
-                "the reference problem failed to load or make inputs:\n" + short_exception(exc),
+                "the reference problem failed to load:\n" + short_exception(exc),
                 blame="infrastructure",
             ) from None
         del problem
-        forget_module("kevin_problem_inputs")
+        forget_module("kevin_problem_init")
+        build.install(Path(job["build_cache"]), self.build_log)
         flags_before = self.global_flags()
+        namespaces_before = namespace_snapshot(torch)
         threads_before = threading.active_count()
 
         self.stage("compile")
-        build.install(Path(job["build_cache"]), self.build_log)
         try:
             candidate = load_module(job["candidate_source"], "kevin_candidate", job["candidate_filename"])
         except BaseException as exc:
@@ -224,9 +223,35 @@ class Harness:
             raise Failure("compile", "the candidate defines no class ModelNew")
         self.compiled = True
 
-        if self.is_cuda and job.get("gpu_lock"):
+        if job.get("device_lock"):
             self.stage("wait_gpu")
-            self._take_gpu_lock(job["gpu_lock"])
+            self._take_device_lock(job["device_lock"])
+        # Inputs are drawn only now, under the device's lock (GPU memory is not held by workers
+        # that are still building), and only if the candidate's import left torch as it found it:
+        # a patched torch.rand could otherwise hand the candidate inputs of its choosing.
+        self.stage("inputs")
+        changed = namespace_changes(namespaces_before, namespace_snapshot(torch))
+        if changed:
+            raise Failure(
+                "runtime",
+                "the candidate replaced torch functions at import: " + ", ".join(changed[:8]),
+                flags=["tampering"],
+            )
+        if threading.active_count() > threads_before:
+            raise Failure("runtime", "the candidate started threads at import", flags=["extra_threads"])
+        timer = Timer(self.device, TimingConfig(**job["timing"]))
+        try:
+            problem = load_module(job["problem_source"], "kevin_problem_inputs", "<problem>")
+            trials = self.draw_trials(problem)
+        except BaseException as exc:
+            raise Failure(
+                "runtime",
+                "the reference problem failed to make inputs:\n" + short_exception(exc),
+                blame="infrastructure",
+            ) from None
+        del problem
+        forget_module("kevin_problem_inputs")
+
         self.stage("correctness")
         try:
             torch.manual_seed(job["weight_seed"])
@@ -246,28 +271,33 @@ class Harness:
             raise Failure("runtime", short_exception(exc)) from None
 
         self.stage("timing")
-        buffers = self.clone_args(trials[0])
+        # Timed calls read fixed buffers whose content changes before every call: one of two
+        # trial input sets, rolled along dim 0 by a random shift. A candidate that memoizes by
+        # pointer returns a stale answer, and the outputs of two timed calls (one at a random
+        # index, and the last) are checked against the reference. Only (set, shifts) is kept:
+        # the inputs are rebuilt from it, so huge problems do not hold extra copies.
         pools = [trials[0], trials[1 % len(trials)]]
+        try:
+            buffers = self.clone_args(trials[0])
+        except BaseException as exc:
+            raise Failure("runtime", "while preparing timing inputs:\n" + short_exception(exc)) from None
         sample_at = self.rng.randrange(timer.config.min_reps)
+        state: dict[str, Any] = {}
         kept: dict[str, Any] = {}
 
         def refill(i: int) -> None:
-            pool = pools[i % 2]
-            for buf, src in zip(buffers, pool, strict=True):
-                if isinstance(buf, torch.Tensor) and buf.dim() > 0 and buf.shape[0] > 0:
-                    buf.copy_(self.roll(src, self.rng.randrange(src.shape[0]), 0))
+            shifts = [self.rng.randrange(b.shape[0]) if _rollable(b, torch) else 0 for b in buffers]
+            state["recipe"] = (i % 2, shifts)
+            self.fill(buffers, pools[i % 2], shifts)
 
         def observe(i: int, out: Any) -> None:
             if i == sample_at:
-                kept["sampled"] = (self.clone_args(buffers), [self._detach(o) for o in flatten_outputs(out)])
-            kept["last"] = out
+                kept["sampled"] = (state["recipe"], [self._detach(o) for o in flatten_outputs(out)])
+            state["last"] = out
 
         try:
             stats = timer.measure(lambda: model_new(*buffers), refill, observe)
-            kept["last"] = (
-                self.clone_args(buffers),
-                [self._detach(o) for o in flatten_outputs(kept["last"])],
-            )
+            kept["last"] = (state["recipe"], [self._detach(o) for o in flatten_outputs(state.pop("last"))])
         except BaseException as exc:
             raise Failure("runtime", "while timing:\n" + short_exception(exc)) from None
         if threading.active_count() > threads_before:
@@ -283,15 +313,20 @@ class Harness:
             reference = load_module(job["problem_source"], "kevin_reference", "<reference>")
             torch.manual_seed(job["weight_seed"])
             model = _cast_floating(reference.Model(*init_inputs).to(self.device), self.dtype)
-            expected = [flatten_outputs(model(*self.clone_args(inputs))) for inputs in trials]
-            timed_expected = {k: flatten_outputs(model(*self.clone_args(v[0]))) for k, v in kept.items()}
+            reports = []
+            for t, inputs in enumerate(trials):  # one expected output alive at a time
+                reports.append(self.compare(outputs[t], flatten_outputs(model(*self.clone_args(inputs)))))
+                outputs[t] = None
+            timed_reports = {}
+            for name, ((pool_index, shifts), out) in kept.items():
+                self.fill(buffers, pools[pool_index], shifts)
+                timed_reports[name] = self.compare(out, flatten_outputs(model(*self.clone_args(buffers))))
             self.sync()
         except BaseException as exc:
             raise Failure(
                 "runtime", "the reference model failed:\n" + short_exception(exc), blame="infrastructure"
             ) from None
 
-        reports = [self.compare(out, ref) for out, ref in zip(outputs, expected, strict=True)]
         correctness = self.summarize_trials(reports)
         if correctness.get("reference_bad"):
             raise Failure(
@@ -308,8 +343,8 @@ class Harness:
                 timing=stats.to_dict(),
                 compiled=True,
             )
-        for name, ref in timed_expected.items():
-            if not self.compare(kept[name][1], ref)["ok"]:
+        for name, report in timed_reports.items():
+            if not report["ok"]:
                 self.flags.append(f"timed_output_mismatch:{name}")
 
         baseline = job.get("baseline_cached") or {}
@@ -330,18 +365,23 @@ class Harness:
             "correctness": correctness,
         }
 
+    def fill(self, buffers: list[Any], pool: list[Any], shifts: list[int]) -> None:
+        for buf, src, shift in zip(buffers, pool, shifts, strict=True):
+            if _rollable(buf, self.torch):
+                buf.copy_(self.roll(src, shift, 0))
+
     def _detach(self, value: Any) -> Any:
         torch = self.torch
         if isinstance(value, torch.Tensor):
             return self.clone(value.detach())
         return value
 
-    def _take_gpu_lock(self, path: str) -> None:
+    def _take_device_lock(self, path: str) -> None:
         import fcntl
 
         handle = open(path, "w")  # noqa: SIM115 - held for the life of the process
         fcntl.flock(handle, fcntl.LOCK_EX)
-        self._gpu_lock_handle = handle
+        self._device_lock_handle = handle
 
     # -- comparison ------------------------------------------------------------------------------
     def compare(self, outputs: list[Any], expected: list[Any]) -> dict[str, Any]:
@@ -373,27 +413,10 @@ class Harness:
                 }
             if out.dtype != ref.dtype:
                 return {"ok": False, "reason": f"output {index} has dtype {out.dtype}, expected {ref.dtype}"}
-            a = out.detach().to(ref.device, torch.float64)
-            b = ref.detach().to(torch.float64)
-            if not bool(self.isfinite(b).all()):
+            stats = self._error_stats(out.detach().reshape(-1), ref.detach().reshape(-1), atol, rtol)
+            if stats.get("reference_bad"):
                 return {"ok": False, "reason": "the reference output is not finite", "reference_bad": True}
-            finite = self.isfinite(a)
-            diff = self.abs(self.sub(a, b))
-            bad = ~finite | (diff > atol + rtol * self.abs(b))
-            numel = max(b.numel(), 1)
-            diff = torch.where(finite, diff, torch.full_like(diff, float("inf")))
-            rel = diff / (self.abs(b) + 1e-12)
-            norm_b = float(torch.linalg.vector_norm(b))
-            stats = {
-                "max_abs_error": float(diff.max()) if b.numel() else 0.0,
-                "mean_abs_error": float(diff.mean()) if b.numel() else 0.0,
-                "max_rel_error": float(rel.max()) if b.numel() else 0.0,
-                "relative_l2_error": float(torch.linalg.vector_norm(torch.where(finite, a - b, b)))
-                / max(norm_b, 1e-30),
-                "mismatched": int(bad.sum()),
-                "elements": numel,
-                "nonfinite": int((~finite).sum()),
-            }
+            numel = max(ref.numel(), 1)
             for key in ("max_abs_error", "mean_abs_error", "max_rel_error", "relative_l2_error"):
                 worst[key] = max(worst[key], stats[key])
             worst["mismatched"] += stats["mismatched"]
@@ -407,6 +430,37 @@ class Harness:
                     + (f", {stats['nonfinite']} NaN/Inf" if stats["nonfinite"] else "")
                 )
         return worst
+
+    def _error_stats(self, out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
+        """Error statistics in float64, a chunk at a time so huge outputs need little extra memory."""
+        torch = self.torch
+        chunk = 1 << 25
+        max_abs = max_rel = sum_abs = sq_diff = sq_ref = 0.0
+        mismatched = nonfinite = 0
+        for begin in range(0, ref.numel(), chunk):
+            b = ref[begin : begin + chunk].to(torch.float64)
+            a = out[begin : begin + chunk].to(b.device, torch.float64)
+            if not bool(self.isfinite(b).all()):
+                return {"reference_bad": True}
+            finite = self.isfinite(a)
+            diff = torch.where(finite, self.abs(self.sub(a, b)), torch.full_like(a, float("inf")))
+            magnitude = self.abs(b)
+            mismatched += int((diff > atol + rtol * magnitude).sum())
+            nonfinite += int((~finite).sum())
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / (magnitude + 1e-12)).max()))
+            sum_abs += float(diff.sum())
+            sq_diff += float(torch.where(finite, a - b, b).square().sum())
+            sq_ref += float(b.square().sum())
+        return {
+            "max_abs_error": max_abs,
+            "mean_abs_error": sum_abs / max(ref.numel(), 1),
+            "max_rel_error": max_rel,
+            "relative_l2_error": (sq_diff**0.5) / max(sq_ref**0.5, 1e-30),
+            "mismatched": mismatched,
+            "elements": max(ref.numel(), 1),
+            "nonfinite": nonfinite,
+        }
 
     def summarize_trials(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
         passed = sum(r["ok"] for r in reports)
@@ -432,6 +486,37 @@ class Harness:
         else:
             summary["detail"] = f"all {len(reports)} trials within tolerance"
         return summary
+
+
+def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
+    """Identity of every callable in the torch namespaces a problem's code relies on."""
+    spaces = {
+        "torch": torch,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.Tensor": torch.Tensor,
+        "torch._C._TensorBase": torch._C.TensorBase,
+        "torch._C._VariableFunctions": torch._C._VariableFunctions,
+        "torch.nn.Module": torch.nn.Module,
+        "torch.cuda": torch.cuda,
+    }
+    return {
+        name: {key: id(value) for key, value in list(vars(space).items()) if callable(value)}
+        for name, space in spaces.items()
+    }
+
+
+def namespace_changes(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
+    """Entries replaced or removed since `before` (new entries, such as lazily imported submodules, are fine)."""
+    return [
+        f"{space}.{key}"
+        for space, entries in before.items()
+        for key, ident in entries.items()
+        if after.get(space, {}).get(key) != ident
+    ]
+
+
+def _rollable(value: Any, torch: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] > 0
 
 
 def _cast_floating(model: Any, dtype: Any) -> Any:
@@ -467,10 +552,11 @@ def main(argv: list[str]) -> int:
     except Failure as failure:
         result = dict(failure.fields)
     except BaseException as exc:  # a bug on our side, or the machine
+        where = harness.stage_name if harness else "setup"
         result = {
-            "stage": harness.stage_name if harness else "setup",
+            "stage": "runtime",
             "blame": "infrastructure",
-            "error": "kevin worker failed: " + short_exception(exc),
+            "error": f"kevin worker failed during {where}: " + short_exception(exc),
         }
     if harness is not None:
         harness.stage_seconds[harness.stage_name] = round(time.perf_counter() - harness.stage_started, 4)

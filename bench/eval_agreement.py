@@ -1,0 +1,219 @@
+"""Does kevin's clock agree with an independent one? (issue #3 acceptance, run on the GPU machine)
+
+For KernelBench level-1 problems with honest CUDA candidates of our own (bench/candidates/):
+
+  1. kevin:        `evaluate()` of each pair (sandboxed, fresh inputs per timed call, L2 flush).
+  2. independent:  in this process, eager Model and ModelNew timed with triton.testing.do_bench
+                   (median), same inputs; speedup = median(Model) / median(ModelNew).
+  3. self:         a kernel timed against itself: the problem's Model is the candidate's own kernel,
+                   so the speedup must read 1.00 +- 0.03.
+  4. repeats:      the same pair evaluated N times: the spread of kevin's speedup.
+
+Usage (GPU machine):  PYTHONPATH=. python bench/eval_agreement.py --out bench/results
+Writes eval_agreement.json and eval_agreement.md under --out and prints the table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kevin import build  # noqa: E402
+from kevin.batch import Pair, run_batch  # noqa: E402
+from kevin.evaluate import EvalConfig, evaluate  # noqa: E402
+from kevin.tasks import Task  # noqa: E402
+from kevin.timing import TimingConfig  # noqa: E402
+
+CANDIDATES = REPO / "bench" / "candidates" / "kernelbench_l1"
+
+
+def kernelbench_dir() -> Path:
+    return Path(os.environ.get("KEVIN_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench_data"))
+
+
+def load(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(source, name, "exec"), module.__dict__)
+    return module
+
+
+def independent_speedup(problem_src: str, candidate_src: str, name: str) -> dict:
+    import torch
+    from triton.testing import do_bench
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    problem = load(problem_src, f"indep_problem_{name}")
+    candidate = load(candidate_src, f"indep_candidate_{name}")
+    init = problem.get_init_inputs()
+    torch.manual_seed(0)
+    model = problem.Model(*init).cuda()
+    torch.manual_seed(0)
+    model_new = candidate.ModelNew(*init).cuda()
+    torch.manual_seed(1)
+    with torch.device("cuda"):
+        inputs = problem.get_inputs()
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad():
+        ref_ms = do_bench(lambda: model(*inputs), warmup=100, rep=1000, return_mode="median")
+        new_ms = do_bench(lambda: model_new(*inputs), warmup=100, rep=1000, return_mode="median")
+    inputs = model = model_new = None
+    torch.cuda.empty_cache()
+    return {"baseline_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms}
+
+
+def self_problem(problem_src: str, candidate_src: str) -> str:
+    """A problem whose Model is the candidate's own kernel; sizes, inputs and init come from the
+    real problem (its top-level statements other than imports and the Model class)."""
+    import ast
+
+    tree = ast.parse(problem_src)
+    kept = [
+        ast.get_source_segment(problem_src, node)
+        for node in tree.body
+        if not isinstance(node, (ast.Import, ast.ImportFrom))
+        and not (isinstance(node, ast.ClassDef) and node.name == "Model")
+    ]
+    return re.sub(r"\bclass ModelNew\b", "class Model", candidate_src) + "\n\n" + "\n\n".join(kept) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=str(REPO / "bench" / "results"))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cache-dir", default="/tmp/kevin-bench-cache")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    kb = kernelbench_dir() / "level1"
+    if not kb.is_dir():
+        print(f"KernelBench not found at {kb}; set KEVIN_KERNELBENCH_DIR", file=sys.stderr)
+        return 2
+
+    pairs = []
+    for candidate in sorted(CANDIDATES.glob("*.py")):
+        problem = kb / candidate.name
+        if problem.is_file():
+            pairs.append(Pair(f"L1_{candidate.stem}", problem, candidate))
+    # The static gate is exercised by the adversarial benchmark; this one is about the clock.
+    config = EvalConfig(
+        backend="cuda",
+        baseline_cache=False,
+        cache_dir=args.cache_dir,
+        static_check=False,
+        timing=TimingConfig(budget_ms=2000),
+        lock_dir=args.cache_dir,
+    )
+    started = time.time()
+    results_path = out / "eval_agreement_results.jsonl"
+    results_path.unlink(missing_ok=True)
+    rows = run_batch(pairs, results_path, config, jobs=len(pairs), progress=False)
+    kevin_s = time.time() - started
+
+    build.install(Path(args.cache_dir) / "builds", build.BuildLog())  # reuse the sandbox's builds
+    table = []
+    for pair, row in zip(pairs, rows, strict=True):
+        indep = independent_speedup(pair.problem.read_text(), pair.candidate.read_text(), pair.candidate.stem)
+        agree = row["speedup"] / indep["speedup"] - 1 if row.get("speedup") else None
+        table.append(
+            {
+                "id": pair.id,
+                "stage": row["stage"],
+                "kevin_speedup": row.get("speedup"),
+                "kevin_runtime_ms": row.get("runtime_ms"),
+                "kevin_baseline_ms": row.get("baseline_ms"),
+                "indep_speedup": indep["speedup"],
+                "indep_runtime_ms": indep["runtime_ms"],
+                "indep_baseline_ms": indep["baseline_ms"],
+                "rel_diff": agree,
+                "cv": (row.get("timing") or {}).get("cv"),
+                "flags": row.get("flags"),
+            }
+        )
+
+    self_rows = []
+    for pair in pairs[:3]:
+        source = self_problem(pair.problem.read_text(), pair.candidate.read_text())
+        task = Task.from_source(source, id=f"self_{pair.id}", name="self")
+        result = evaluate(task, pair.candidate.read_text(), config)
+        self_rows.append(
+            {"id": pair.id, "stage": result.stage, "speedup": result.speedup, "error": result.error[:300]}
+        )
+
+    repeat_pair = pairs[0]
+    repeat_task = Task.from_source(repeat_pair.problem.read_text(), id=repeat_pair.id, name="repeat")
+    repeats = [evaluate(repeat_task, repeat_pair.candidate.read_text(), config) for _ in range(args.repeats)]
+    speedups = [r.speedup for r in repeats if r.speedup]
+    runtimes = [r.runtime_ms for r in repeats if r.runtime_ms]
+    spread = {
+        "id": repeat_pair.id,
+        "speedups": speedups,
+        "speedup_mean": statistics.fmean(speedups) if speedups else None,
+        "speedup_cv": statistics.pstdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None,
+        "runtime_ms": runtimes,
+        "runtime_cv": statistics.pstdev(runtimes) / statistics.fmean(runtimes) if len(runtimes) > 1 else None,
+    }
+    import torch
+
+    report = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "kevin_batch_s": kevin_s,
+        "agreement": table,
+        "self": self_rows,
+        "repeats": spread,
+    }
+    (out / "eval_agreement.json").write_text(json.dumps(report, indent=1))
+    md = [
+        f"# Evaluator timing agreement ({report['gpu']}, torch {report['torch']})",
+        "",
+        "Made by `PYTHONPATH=. python bench/eval_agreement.py --out bench/results` on the GPU machine.",
+        "",
+        "| problem | stage | kevin speedup | do_bench speedup | rel. diff | kevin runtime ms | do_bench runtime ms | CV |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        md.append(
+            f"| {r['id']} | {r['stage']} | {_f(r['kevin_speedup'])} | {_f(r['indep_speedup'])} | "
+            f"{_pct(r['rel_diff'])} | {_f(r['kevin_runtime_ms'])} | {_f(r['indep_runtime_ms'])} | {_f(r['cv'])} |"
+        )
+    md += [
+        "",
+        "Kernel timed against itself (Model = the candidate's kernel):",
+        "",
+        "| kernel | stage | speedup |",
+        "|---|---|---|",
+    ]
+    md += [f"| {r['id']} | {r['stage']} | {_f(r['speedup'])} |" for r in self_rows]
+    md += [
+        "",
+        f"Spread of {args.repeats} repeated evaluations of {spread['id']}: speedups "
+        f"{', '.join(_f(s) for s in speedups)}; CV of speedup {_pct(spread['speedup_cv'])}, "
+        f"CV of runtime {_pct(spread['runtime_cv'])}.",
+    ]
+    (out / "eval_agreement.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
+def _f(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:+.2f}%"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""The evaluator end to end on the CPU (cpp back end): every failure family gets the right stage.
+
+All candidates here share one C++ extension (same name, same sources), so the build cache makes
+one ~45 s compile serve the whole module; each candidate picks a different function of it.
+The static gate is off: these tests are about the sandbox, the checker and the clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from kevin.evaluate import EvalConfig, evaluate
+from kevin.sandbox import Limits
+from kevin.tasks import Task
+from kevin.timing import TimingConfig
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parent / "data" / "eval"
+
+CPP = r"""
+#include <torch/extension.h>
+#include <cstdio>
+
+torch::Tensor scale_relu(torch::Tensor x, double scale) {
+    auto input = x.contiguous();
+    auto out = torch::empty_like(input);
+    const float* in = input.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < input.numel(); ++i) {
+        float v = in[i] * static_cast<float>(scale);
+        o[i] = v > 0.f ? v : 0.f;
+    }
+    return out;
+}
+
+torch::Tensor scale_only(torch::Tensor x, double scale) {   // forgets the relu: wrong
+    auto input = x.contiguous();
+    auto out = torch::empty_like(input);
+    for (int64_t i = 0; i < input.numel(); ++i)
+        out.data_ptr<float>()[i] = input.data_ptr<float>()[i] * static_cast<float>(scale);
+    return out;
+}
+
+torch::Tensor crash(torch::Tensor x, double scale) {
+    volatile float* p = nullptr;
+    *p = 1.0f;                                              // SIGSEGV
+    return x;
+}
+
+torch::Tensor spin(torch::Tensor x, double scale) {
+    volatile long long i = 0;
+    while (true) { i = i + 1; }                             // never returns
+    return x;
+}
+
+torch::Tensor in_place(torch::Tensor x, double scale) {     // right answer, but clobbers its input
+    float* p = x.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) { float v = p[i] * static_cast<float>(scale); p[i] = v > 0.f ? v : 0.f; }
+    return x.clone();
+}
+
+torch::Tensor spam(torch::Tensor x, double scale) {
+    for (int i = 0; i < 200000; ++i) std::printf("spam spam spam spam spam spam spam spam %d\n", i);
+    std::fflush(stdout);
+    return scale_relu(x, scale);
+}
+"""
+
+FUNCTIONS = ["scale_relu", "scale_only", "crash", "spin", "in_place", "spam"]
+
+
+def candidate(call: str, prelude: str = "", body: str = "") -> str:
+    return f"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+{prelude}
+ext = load_inline(name="kevin_test_ext", cpp_sources={CPP!r}, functions={FUNCTIONS!r})
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+{body or ""}        return ext.{call}(x, self.scale)
+"""
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    source = (DATA / "problem_scale_relu.py").read_text()
+    return Task.from_source(source, id="scale_relu", name="scale_relu")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("kevin-cache"))
+
+
+@pytest.fixture
+def config(cache_dir, tmp_path) -> EvalConfig:
+    limits = Limits(
+        stage_timeouts_s={
+            "setup": 60,
+            "compile": 600,
+            "wait_gpu": 600,
+            "inputs": 60,
+            "correctness": 20,
+            "timing": 30,
+            "reference": 60,
+            "baseline": 60,
+            "done": 10,
+        },
+        host_memory_bytes=3 * 2**30,
+    )
+    return EvalConfig(
+        backend="cpp",
+        cache_dir=cache_dir,
+        lock_dir=str(tmp_path),
+        static_check=False,
+        timing=TimingConfig(budget_ms=100, warmup_ms=10),
+        limits=limits,
+        workdir_root=str(tmp_path),
+    )
+
+
+def assert_clean(tmp_path: Path) -> None:
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith("kevin-job-")]
+    assert leftovers == [], f"job directories left behind: {leftovers}"
+
+
+def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.stage == "ok", result.error + result.log
+    assert result.correct and result.passed and result.compiled
+    assert result.blame == "none" and result.flags == []
+    assert result.speedup is not None and result.speedup > 0
+    assert result.runtime_ms > 0 and result.baseline_ms > 0
+    assert result.timing["n"] >= 10 and result.timing["clock"] == "perf_counter"
+    assert result.correctness["trials_passed"] == 5
+    assert "correct" in result.feedback.lower()
+    assert_clean(tmp_path)
+
+
+def test_second_evaluation_hits_the_build_cache(task, config):
+    evaluate(task, candidate("scale_relu"), config)
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.timing.get("build_cache_hit") is True
+    assert result.stage_seconds["build"] < 5
+
+
+def test_wrong_output_is_a_correctness_failure(task, config, tmp_path):
+    result = evaluate(task, candidate("scale_only"), config)
+    assert result.stage == "correctness" and result.compiled and not result.correct
+    assert result.blame == "candidate" and result.speedup is None
+    assert "outside tolerance" in result.error and "max abs error" in result.error
+    assert "wrong output" in result.feedback
+    assert_clean(tmp_path)
+
+
+def test_segfault_is_a_runtime_failure_and_the_next_evaluation_is_healthy(task, config, tmp_path):
+    result = evaluate(task, candidate("crash"), config)
+    assert result.stage == "runtime" and result.compiled and not result.correct
+    assert "SIGSEGV" in result.error and result.blame == "candidate"
+    healthy = evaluate(task, candidate("scale_relu"), config)
+    assert healthy.stage == "ok"
+    assert_clean(tmp_path)
+
+
+def test_native_infinite_loop_times_out(task, config, tmp_path):
+    started = time.monotonic()
+    result = evaluate(task, candidate("spin"), config)
+    assert result.stage == "timeout" and result.blame == "candidate"
+    assert "correctness" in result.error
+    assert time.monotonic() - started < 60
+    assert_clean(tmp_path)
+
+
+def test_python_infinite_loop_times_out(task, config):
+    result = evaluate(task, candidate("scale_relu", body="        while True:\n            pass\n"), config)
+    assert result.stage == "timeout" and "correctness" in result.error
+
+
+def test_compile_error_is_reported_with_the_compiler_message(task, config, tmp_path):
+    broken = (
+        candidate("scale_relu")
+        .replace("kevin_test_ext", "kevin_test_broken")
+        .replace("return out;\\n}", "return out  // missing semicolon\\n}", 1)
+    )
+    result = evaluate(task, broken, config)
+    assert result.stage == "compile" and not result.compiled and result.blame == "candidate"
+    assert "error" in result.feedback.lower()
+    assert "Compilation failed" in result.feedback
+    assert len(result.feedback) <= 2000
+    assert_clean(tmp_path)
+
+
+def test_python_error_at_import_is_a_compile_stage_failure(task, config):
+    result = evaluate(task, "import torch\nraise ValueError('boom at import')\n", config)
+    assert result.stage == "compile" and "boom at import" in result.error
+
+
+def test_missing_model_new(task, config):
+    result = evaluate(task, "import torch\nclass Something: pass\n", config)
+    assert result.stage == "compile" and "ModelNew" in result.error
+
+
+def test_output_spam_is_truncated_and_does_not_break_the_verdict(task, config):
+    result = evaluate(task, candidate("spam"), config)
+    assert result.stage == "ok", result.error
+    assert "truncated by kevin" in result.log
+    assert len(result.log) <= config.limits.log_chars + 200
+    assert "spam" not in result.feedback
+
+
+def test_sys_exit_in_forward_is_a_runtime_failure(task, config):
+    result = evaluate(task, candidate("scale_relu", body="        import sys\n        sys.exit(3)\n"), config)
+    assert result.stage == "runtime" and "SystemExit" in result.error
+
+
+def test_os_exit_in_forward_is_a_runtime_failure(task, config):
+    result = evaluate(task, candidate("scale_relu", body="        import os\n        os._exit(7)\n"), config)
+    assert result.stage == "runtime" and "code 7" in result.error and result.blame == "candidate"
+
+
+def test_host_memory_blowup_is_killed(task, config):
+    body = "        hog = b'x' * (4 * 2**30)\n"
+    # A loaded 2-core machine can take many seconds to fault in gigabytes: a generous deadline, so
+    # the memory watch (not the clock) is what ends this worker.
+    limits = dataclasses.replace(
+        config.limits, stage_timeouts_s={**config.limits.stage_timeouts_s, "correctness": 300}
+    )
+    result = evaluate(task, candidate("scale_relu", body=body), dataclasses.replace(config, limits=limits))
+    assert result.stage in ("runtime", "correctness") and not result.correct
+    assert "memory" in result.error.lower()
+
+
+def test_mutated_inputs_are_flagged_and_not_rewarded(task, config):
+    result = evaluate(task, candidate("in_place"), config)
+    assert "inputs_mutated" in result.flags
+    assert not result.passed
+
+
+def test_child_processes_are_killed(task, config, tmp_path):
+    pid_file = tmp_path / "child.pid"
+    prelude = (
+        "import subprocess\n"
+        f"_child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(_child.pid))\n"
+    )
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    pid = int(pid_file.read_text())
+    assert "left_processes" in result.flags
+    assert not _alive(pid), "a process started by the candidate outlived the evaluation"
+
+
+def test_broken_reference_is_blamed_on_infrastructure(config):
+    source = (
+        (DATA / "problem_scale_relu.py")
+        .read_text()
+        .replace("return [torch.randn(64, 256)]", "raise RuntimeError('broken problem')")
+    )
+    broken = Task.from_source(source, id="broken", name="broken")
+    result = evaluate(broken, candidate("scale_relu"), config)
+    assert result.blame == "infrastructure" and "broken problem" in result.error
+    assert not result.passed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_signal_name_helper():
+    from kevin.sandbox import WorkerOutcome
+
+    assert WorkerOutcome(result=None, last_stage="x", returncode=-signal.SIGSEGV).signal_name == "SIGSEGV"
+
+
+def test_patching_torch_at_import_is_tampering(task, config):
+    # Under a naive harness this makes every input zero, where a do-nothing kernel is "correct".
+    prelude = "_real_randn = torch.randn\ntorch.randn = lambda *a, **k: torch.zeros(*a, **k)\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert "tampering" in result.flags and not result.passed
+    assert "torch.randn" in result.error
+
+
+def test_thread_started_at_import_is_rejected(task, config):
+    prelude = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert "extra_threads" in result.flags and not result.passed

@@ -1,0 +1,231 @@
+"""The evaluator on a GPU (cuda back end): the failure families with CUDA candidates of our own.
+
+One CUDA extension (one build, shared through the build cache) holds every kernel; each candidate
+calls a different one. Marked `gpu`: skipped without CUDA, run on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kevin.evaluate import EvalConfig, evaluate
+from kevin.sandbox import Limits
+from kevin.tasks import Task
+from kevin.timing import TimingConfig
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+DATA = Path(__file__).parent / "data" / "eval"
+
+CPP_DECL = """
+torch::Tensor scale_relu(torch::Tensor x, double scale);
+torch::Tensor scale_only(torch::Tensor x, double scale);
+torch::Tensor illegal_access(torch::Tensor x, double scale);
+torch::Tensor spin(torch::Tensor x, double scale);
+torch::Tensor device_assert(torch::Tensor x, double scale);
+torch::Tensor side_stream(torch::Tensor x, double scale);
+"""
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
+#include <cassert>
+
+__global__ void scale_relu_kernel(const float* x, float* y, float s, int64_t n, int relu) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i] * s; y[i] = (relu && v < 0.f) ? 0.f : v; }
+}
+
+__global__ void illegal_kernel(float* y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i + (1LL << 40)] = 1.f;
+}
+
+__global__ void spin_kernel(volatile int* flag) {
+    while (*flag == 0) { }
+}
+
+__global__ void assert_kernel(const float* x, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) assert(x[i] > 1e30f);
+}
+
+static torch::Tensor launch(torch::Tensor x, double scale, int relu, cudaStream_t stream) {
+    auto input = x.contiguous();
+    auto out = torch::empty_like(input);
+    int64_t n = input.numel();
+    int threads = 256;
+    int64_t blocks = (n + threads - 1) / threads;
+    scale_relu_kernel<<<blocks, threads, 0, stream>>>(input.data_ptr<float>(), out.data_ptr<float>(),
+                                                      (float)scale, n, relu);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+torch::Tensor scale_relu(torch::Tensor x, double scale) {
+    return launch(x, scale, 1, c10::cuda::getCurrentCUDAStream());
+}
+
+torch::Tensor scale_only(torch::Tensor x, double scale) {
+    return launch(x, scale, 0, c10::cuda::getCurrentCUDAStream());
+}
+
+torch::Tensor illegal_access(torch::Tensor x, double scale) {
+    auto out = torch::empty_like(x);
+    int64_t n = x.numel();
+    illegal_kernel<<<(n + 255) / 256, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+torch::Tensor spin(torch::Tensor x, double scale) {
+    auto flag = torch::zeros({1}, x.options().dtype(torch::kInt32));
+    spin_kernel<<<1, 1, 0, c10::cuda::getCurrentCUDAStream()>>>(flag.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return launch(x, scale, 1, c10::cuda::getCurrentCUDAStream());
+}
+
+torch::Tensor device_assert(torch::Tensor x, double scale) {
+    int64_t n = x.numel();
+    assert_kernel<<<(n + 255) / 256, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return launch(x, scale, 1, c10::cuda::getCurrentCUDAStream());
+}
+
+torch::Tensor side_stream(torch::Tensor x, double scale) {
+    // Right answer, computed on a stream the event clock does not cover.
+    static cudaStream_t other = nullptr;
+    if (!other) cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+    auto input = x.contiguous();
+    auto out = torch::empty_like(input);
+    int64_t n = input.numel();
+    for (int k = 0; k < 20; ++k)
+        scale_relu_kernel<<<(n + 255) / 256, 256, 0, other>>>(input.data_ptr<float>(), out.data_ptr<float>(),
+                                                             (float)scale, n, 1);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;  // not synchronized: the harness's end event fires before the work is done
+}
+"""
+
+FUNCTIONS = ["scale_relu", "scale_only", "illegal_access", "spin", "device_assert", "side_stream"]
+
+
+def candidate(call: str, body: str = "", name: str = "kevin_test_cuda_ext", cuda: str = CUDA_SRC) -> str:
+    return f"""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name={name!r}, cpp_sources={CPP_DECL!r}, cuda_sources={cuda!r}, functions={FUNCTIONS!r})
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+{body}        return ext.{call}(x, self.scale)
+"""
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    source = (
+        (DATA / "problem_scale_relu.py")
+        .read_text()
+        .replace("torch.randn(64, 256)", "torch.randn(4096, 4096)")
+    )
+    return Task.from_source(source, id="scale_relu_gpu", name="scale_relu_gpu")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("kevin-cache"))
+
+
+@pytest.fixture
+def config(cache_dir, tmp_path) -> EvalConfig:
+    limits = Limits(
+        stage_timeouts_s={
+            "setup": 120,
+            "compile": 600,
+            "wait_gpu": 600,
+            "inputs": 60,
+            "correctness": 30,
+            "timing": 60,
+            "reference": 60,
+            "baseline": 60,
+            "done": 10,
+        }
+    )
+    return EvalConfig(
+        backend="cuda",
+        cache_dir=cache_dir,
+        lock_dir=str(tmp_path),
+        static_check=False,
+        timing=TimingConfig(budget_ms=300),
+        limits=limits,
+        workdir_root=str(tmp_path),
+        baseline_cache=False,
+    )
+
+
+def test_honest_cuda_candidate(task, config):
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.stage == "ok", result.error + result.log
+    assert result.passed and result.flags == []
+    assert result.timing["clock"] == "cuda_event"
+    assert 0.3 < result.speedup < 5, result.speedup
+    assert "H" in result.device or result.device  # the GPU's name is recorded
+
+
+def test_wrong_cuda_candidate(task, config):
+    result = evaluate(task, candidate("scale_only"), config)
+    assert result.stage == "correctness" and not result.correct and result.blame == "candidate"
+
+
+def test_illegal_memory_access_then_a_healthy_evaluation(task, config):
+    bad = evaluate(task, candidate("illegal_access"), config)
+    assert bad.stage == "runtime" and not bad.correct and bad.blame == "candidate"
+    assert "illegal" in bad.error.lower() or "CUDA" in bad.error
+    good = evaluate(task, candidate("scale_relu"), config)
+    assert good.stage == "ok" and good.passed
+
+
+def test_kernel_that_never_terminates_times_out(task, config):
+    started = time.monotonic()
+    result = evaluate(task, candidate("spin"), config)
+    assert result.stage == "timeout" and result.blame == "candidate"
+    assert time.monotonic() - started < 120
+    after = evaluate(task, candidate("scale_relu"), config)
+    assert after.stage == "ok"
+
+
+def test_device_side_assert(task, config):
+    result = evaluate(task, candidate("device_assert"), config)
+    assert result.stage == "runtime" and not result.correct
+
+
+def test_gpu_out_of_memory_is_a_runtime_failure(task, config):
+    body = "        hog = torch.empty(1 << 40, dtype=torch.float32, device=x.device)\n"
+    result = evaluate(task, candidate("scale_relu", body=body), config)
+    assert result.stage == "runtime" and "memory" in result.error.lower()
+
+
+def test_cuda_compile_error(task, config):
+    broken = CUDA_SRC.replace("if (i < n) { float v", "if (i < n) { float v = undeclared_symbol; float w", 1)
+    result = evaluate(task, candidate("scale_relu", name="kevin_test_cuda_broken", cuda=broken), config)
+    assert result.stage == "compile" and not result.compiled
+    assert "undeclared_symbol" in result.feedback
+
+
+def test_work_on_another_stream_escapes_the_event_clock_and_is_flagged(task, config):
+    result = evaluate(task, candidate("side_stream"), config)
+    assert result.correct
+    assert result.timing["wall_minus_event_ms"] > 0.05
+    assert "clock_escape" in result.flags and not result.passed
