@@ -1,0 +1,18 @@
+"""Broken: imports a module that does not exist (validate says import_error)."""
+
+import kevin_module_that_does_not_exist  # noqa: F401
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def get_inputs():
+    return [torch.rand(4)]
+
+
+def get_init_inputs():
+    return []
