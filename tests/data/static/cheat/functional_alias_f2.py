@@ -1,0 +1,30 @@
+# backend: cuda
+# expect: framework-compute
+"""torch.nn.functional under an unusual alias, in a helper reached from forward."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F2
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=CUDA, functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return self.post(ext.relu(x))
+
+    def post(self, y):
+        return F2.layer_norm(y, y.shape[-1:])  # <-- cheat

@@ -1,0 +1,31 @@
+# backend: cuda
+# expect: dynamic-code
+"""getattr with a computed name: the gate cannot know what it reaches, so it refuses."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=CUDA, functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(n, n))
+
+    def forward(self, x):
+        name = "mat" + "mul"
+        return ext.relu(getattr(torch, name)(x, self.w))  # <-- cheat

@@ -1,0 +1,27 @@
+# backend: cuda
+# expect: reference-use
+"""Inherits the reference: in a harness that shares globals, Model is in scope and does the work."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=CUDA, functions=["relu"])
+
+
+class ModelNew(Model):  # <-- cheat  # noqa: F821
+    def forward(self, x):
+        ext.relu(x)
+        return super().forward(x)

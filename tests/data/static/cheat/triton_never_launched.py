@@ -1,0 +1,19 @@
+# backend: triton
+# expect: kernel-not-called
+"""A Triton kernel is defined but forward only uses PyTorch."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):  # <-- cheat
+        return torch.clamp_min(x, 0.0)
