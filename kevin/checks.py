@@ -24,9 +24,13 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
   `CheckPolicy.compute_ops` (`x.relu()`, `x.sum()`, `.mm`, `.softmax`, in-place and `__matmul__` forms);
   `@`; arithmetic, comparisons and `abs/max/min/sum/pow` on tensors; calling an `nn` layer (or
   `nn.Sequential`, a `torch.compile`d function, a subclass of an `nn` layer that keeps its `forward`);
-  referencing a framework op as a value (`reduce(torch.matmul, ...)`).
-- `native-framework-compute`: the C++/CUDA sources call ATen instead of their own code (`torch::matmul`,
-  `at::conv2d`, `at::native::`, `x.mm(...)`), or cuBLAS/cuDNN/cuFFT/... (`#include <cublas_v2.h>`).
+  indexing a tensor with a tensor (a gather); referencing a framework op as a value
+  (`reduce(torch.matmul, ...)`, a parameter default `act=torch.relu`).
+- `native-framework-compute`: the C++/CUDA sources use ATen instead of their own code (`torch::matmul`,
+  `at::cuda::mm`, `at::native::`, `x.mm(...)`, in a call, a macro or a function pointer; `using namespace
+  at` hides which calls are ATen, so it is rejected too), vendor libraries (cuBLAS, cuDNN, cuFFT, ...:
+  `#include <cublas_v2.h>`, `cublasSgemm`, `-lcublas` in the build flags), or escape to code the gate
+  cannot see (`py::module_::import`, `PyRun_*`, `dlopen`, `system`).
 - `fallback`: `try/except` (or `contextlib.suppress`) in the compute path, or a path through `forward`
   that launches no custom kernel (`if x.is_cuda: return ext.f(x)` with another way out, flag-controlled
   branches, `ext.f(x) if FLAG else x`). A branch that skips one of several kernels is fine as long as
@@ -40,7 +44,10 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
 - `kernel-not-called`: such a kernel exists but nothing in the compute path calls the built extension's
   functions (or launches the triton kernel with `kernel[grid](...)`).
 - `kernel-source-unverifiable`: kernel sources the gate cannot read: assembled at run time (decoded,
-  read from files) or built with `load` from files (`CheckPolicy.trust_file_sources` relaxes the latter).
+  read from files), including files from absolute or parent paths or include flags (`-I`,
+  `extra_include_paths`), or built with `load` from files (`CheckPolicy.trust_file_sources` relaxes
+  the last). Sources built from literals, names, `+`, f-strings, `.format`, `.join`, `.replace` and
+  `textwrap.dedent` are read, with whatever is pasted into them.
 - `dynamic-code`: code the gate cannot follow: `exec`, `eval`, `compile`, `__import__`, `importlib`,
   `runpy`, `pickle`/`marshal`, `ctypes`/`cffi`, `builtins`, `getattr`/`setattr`/`delattr` with a computed
   name, star imports. Rejected anywhere in the candidate, not only in the compute path.
@@ -53,8 +60,9 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
   `torch.backends.cudnn.allow_tf32 = ...`) or calling `torch.set_*`/`torch.backends.*` setters: state
   shared with the reference and the checker.
 - `forward-hijack`: what the harness calls is not `ModelNew.forward`: `forward`/`__call__`/`__class__`
-  assigned, forward hooks, `__call__`/`__getattr__`/`__getattribute__`/`__new__` defined on ModelNew,
-  metaclasses or class decorators on it, `ModelNew` rebound.
+  assigned, forward hooks, `__call__`/`__getattr__`/`__getattribute__`/`__new__` defined on ModelNew or a
+  local class it inherits from, metaclasses or class decorators on them, `ModelNew` rebound, functions
+  of a built extension replaced (`ext.f = torch.relu`).
 - `disallowed-import`: a module outside `CheckPolicy.allowed_imports` (torch, triton, numpy, einops and
   utility stdlib modules), or a relative import: another library could do the work (torchvision.ops,
   xformers, ...). numpy and einops may be imported, but their compute in the compute path is
@@ -82,8 +90,10 @@ What a static gate cannot catch (the dynamic checks in the evaluator exist for t
 - what the kernel computes: a custom kernel that copies its input, precomputes or caches results,
   works on other streams or in lower precision, or returns a buffer reused across calls;
 - loops are assumed to run (a kernel launched only inside `for _ in range(self.n)` counts as launched);
-- C++ is read lexically, not parsed: a macro or a template can hide an ATen call, and a method call in
-  C++ is judged by its name only;
+- C++ is read lexically, not parsed: token pasting (`at::mat##mul`) or a template can hide an ATen
+  call, and a method call in C++ is judged by its name only;
+- Python that computes without a recognisable op: a tensor smuggled in through a container or a
+  parameter the gate could not type, then used in arithmetic (`sum(...)` over a list of tensors);
 - side doors at run time: files written and read back, environment variables, libraries the kernel
   itself loads.
 """
@@ -192,57 +202,42 @@ OP_NAMESPACES: tuple[str, ...] = (
     "torch.linalg.", "torch.fft.", "torch.sparse.", "torch._refs.", "torch._prims.",
 )  # fmt: skip
 
-FORBIDDEN_MODULES: Mapping[str, str] = MappingProxyType(
-    {
-        **dict.fromkeys(("gc", "inspect", "traceback", "__main__"), "introspection"),
-        **dict.fromkeys(
-            ("importlib", "runpy", "marshal", "pickle", "dill", "cloudpickle", "code", "codeop", "builtins")
-            + ("ctypes", "cffi"),
-            "dynamic-code",
-        ),
-        **dict.fromkeys(
-            ("threading", "_thread", "multiprocessing", "subprocess", "concurrent", "asyncio", "signal")
-            + ("torch.multiprocessing",),
-            "concurrency",
-        ),
-    }
+
+def _table(*groups: tuple[str, str]) -> Mapping[str, str]:
+    """{name: rule} from (rule, space-separated names) pairs."""
+    return MappingProxyType({name: rule for rule, names in groups for name in names.split()})
+
+
+FORBIDDEN_MODULES: Mapping[str, str] = _table(
+    ("introspection", "gc inspect traceback __main__"),
+    ("dynamic-code", "importlib runpy marshal pickle dill cloudpickle code codeop builtins ctypes cffi"),
+    (
+        "concurrency",
+        "threading _thread multiprocessing subprocess concurrent asyncio signal torch.multiprocessing",
+    ),
 )
 
-FORBIDDEN_NAMES: Mapping[str, str] = MappingProxyType(
-    {
-        **dict.fromkeys(
-            (
-                "builtins.exec",
-                "builtins.eval",
-                "builtins.compile",
-                "builtins.__import__",
-                "builtins.breakpoint",
-            )
-            + ("builtins.__builtins__", "operator.attrgetter", "operator.methodcaller"),
-            "dynamic-code",
-        ),
-        **dict.fromkeys(
-            ("builtins.globals", "builtins.locals", "builtins.vars", "sys._getframe", "sys._current_frames")
-            + ("sys.modules", "sys.settrace", "sys.setprofile"),
-            "introspection",
-        ),
-        **dict.fromkeys(
-            ("os.fork", "os.forkpty", "os.system", "os.popen", "os.spawn", "os.exec", "os.posix_spawn"),
-            "concurrency",
-        ),
-    }
+FORBIDDEN_NAMES: Mapping[str, str] = _table(
+    (
+        "dynamic-code",
+        "builtins.exec builtins.eval builtins.compile builtins.__import__ builtins.breakpoint "
+        "builtins.__builtins__ operator.attrgetter operator.methodcaller",
+    ),
+    (
+        "introspection",
+        "builtins.globals builtins.locals builtins.vars sys._getframe sys._current_frames sys.modules "
+        "sys.settrace sys.setprofile",
+    ),
+    ("concurrency", "os.fork os.forkpty os.system os.popen os.spawn os.exec os.posix_spawn"),
 )
 
-FORBIDDEN_ATTRIBUTES: Mapping[str, str] = MappingProxyType(
-    {
-        **dict.fromkeys(
-            "f_back f_globals f_locals f_code f_builtins tb_frame tb_next gi_frame cr_frame ag_frame __globals__ "
-            "__code__ __closure__ __builtins__ __subclasses__ __dict__ __self__ __base__ __bases__ __loader__ "
-            "__spec__".split(),
-            "introspection",
-        ),
-        **dict.fromkeys(("__getattribute__", "__getattr__"), "dynamic-code"),
-    }
+FORBIDDEN_ATTRIBUTES: Mapping[str, str] = _table(
+    (
+        "introspection",
+        "f_back f_globals f_locals f_code f_builtins tb_frame tb_next gi_frame cr_frame ag_frame __globals__ "
+        "__code__ __closure__ __builtins__ __subclasses__ __dict__ __self__ __base__ __bases__ __loader__ __spec__",
+    ),
+    ("dynamic-code", "__getattribute__ __getattr__"),
 )
 
 ALLOWED_IMPORTS: tuple[str, ...] = (
@@ -287,9 +282,9 @@ class CheckPolicy:
     """Prefixes under which any name referenced as a value in the compute path is a framework op."""
     allowed_imports: tuple[str, ...] = ALLOWED_IMPORTS
     """Modules (and their submodules) a candidate may import; any other library might do the work for
-    it (torchvision.ops, einops, xformers, ...), so importing it is rule disallowed-import."""
+    it (torchvision.ops, xformers, ...), so importing it is rule disallowed-import."""
     forbidden_modules: Mapping[str, str] = field(default_factory=lambda: FORBIDDEN_MODULES)
-    """Modules a candidate may not import anywhere, each mapped to the rule that names the reason."""
+    """Modules a candidate may not import anywhere (prefix match), each mapped to the rule that says why."""
     forbidden_names: Mapping[str, str] = field(default_factory=lambda: FORBIDDEN_NAMES)
     """Qualified-name prefixes (builtins included) a candidate may not touch anywhere, with their rule."""
     forbidden_attributes: Mapping[str, str] = field(default_factory=lambda: FORBIDDEN_ATTRIBUTES)
@@ -447,6 +442,13 @@ _HIJACK_METHODS = _words("__call__ __getattribute__ __getattr__ __new__ _call_im
 _HOOK_METHODS = _words(
     "register_forward_hook register_forward_pre_hook register_module_forward_hook register_module_forward_pre_hook"
 )
+_SITE_KINDS = {
+    "cuda": "a CUDA kernel",
+    "cuda-host": "cuda_sources without a launched __global__ kernel",
+    "cpp": "C++ only",
+    "empty": "no code",
+    "unknown": "sources the gate cannot read",
+}
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _TRY_NODES = tuple({ast.Try, getattr(ast, "TryStar", ast.Try)})
@@ -460,6 +462,7 @@ class _Site:
     kind: str = "unknown"
     """cuda (a __global__ kernel and its launch), cuda-host (cuda_sources without one), cpp, empty, unknown."""
     problem: str = ""
+    """Why the sources cannot be verified (rule kernel-source-unverifiable); empty when they can."""
     texts: dict[str, str] = field(default_factory=dict)
     """cpp_sources and cuda_sources, when they can be read."""
     flags: str = ""
@@ -473,7 +476,8 @@ class _Ref:
     kind: qual (an imported name, `name` dotted), func/method (a local function; `node`), class,
     self/instance (of `cls`), super, ext (a built extension; `site`), extfunc (a function of one),
     triton (a jit kernel), launcher (`kernel[grid]`), object (a framework module or compiled function,
-    calling it is framework compute), container (`items`), tensor, tainted (holds a framework op)."""
+    calling it is framework compute), container (`items`), tensor (`name`: the framework call that
+    made it, if any), tainted (holds a framework op)."""
 
     kind: str
     name: str = ""
@@ -703,15 +707,16 @@ class _Gate:
     def _bind_growth(self, call: ast.Call, scope: _Scope) -> None:
         """`layers.append(nn.Linear(...))` and friends: the list now holds what was added."""
         func = call.func
-        if func.attr not in ("append", "extend", "insert", "add") or not isinstance(func.value, ast.Name):  # type: ignore[attr-defined]
+        if not isinstance(func, ast.Attribute) or not isinstance(func.value, ast.Name):
             return
-        name, added = func.value.id, self.ref(call.args[-1], scope)  # type: ignore[attr-defined]
-        old = scope.lookup(name)
-        if added is not None and (old is None or old.kind == "container"):
-            new = added.items if added.kind == "container" and func.attr == "extend" else (added,)  # type: ignore[attr-defined]
-            scope.names[name] = _Ref(
-                "container", old.name if old else "", items=(old.items if old else ()) + new
-            )
+        if func.attr not in ("append", "extend", "insert", "add"):
+            return
+        added, old = self.ref(call.args[-1], scope), scope.lookup(func.value.id)
+        if added is None or (old is not None and old.kind != "container"):
+            return
+        new = added.items if added.kind == "container" and func.attr == "extend" else (added,)
+        old_items = old.items if old is not None else ()
+        scope.names[func.value.id] = _Ref("container", old.name if old else "", items=old_items + new)
 
     def _scope_for(self, fn: ast.AST, owner, self_cls, params: Mapping[str, _Ref | None]) -> _Scope:
         names: dict[str, _Ref | None] = {}
@@ -725,6 +730,10 @@ class _Gate:
             kind = "class" if _decorated(fn, "classmethod") else "self"
             names[positional[0]] = _Ref(kind, cls=self_cls)
         names.update(params)
+        defaults = list(zip(reversed(args.posonlyargs + args.args), reversed(args.defaults)))
+        defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        for arg, default in defaults:  # `def forward(self, x, act=torch.relu)`: act holds torch.relu
+            names[arg.arg] = self._merge(names.get(arg.arg), self.ref(default, self.module))
         if isinstance(fn, ast.Lambda):
             return scope
         declared: set[str] = set()
@@ -1126,8 +1135,7 @@ class _Gate:
                     )
                     if qual in _LOADERS or (ref is None and tail == "load_inline"):
                         site = self._make_site(child, qual or "load_inline", stack)
-                        old = self.sites.setdefault(id(child), site)
-                        old.kind, old.problem, old.texts = site.kind, site.problem, site.texts
+                        vars(self.sites.setdefault(id(child), site)).update(vars(site))
                 visit(child, stack)
 
         visit(self.tree, [self.strings])
@@ -1165,6 +1173,20 @@ class _Gate:
             for name in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags")
         ]
         site.flags = " ".join(f for f in flags if f)
+        paths = [
+            m.group(1)
+            for text in texts.values()
+            for m in _INCLUDE.finditer(_strip_cpp(text or "", keep_strings=True))
+        ]
+        outside = [p for p in paths if p.startswith("/") or ".." in p]
+        if (
+            outside
+            or argument("extra_include_paths", 99) is not None
+            or _NATIVE_INCLUDE_FLAGS.search(site.flags)
+        ):
+            site.problem = (
+                "sources include files the gate cannot read (absolute or parent paths, include flags)"
+            )
         cuda = _strip_cpp(texts["cuda_sources"] or "")
         if cuda.strip():
             launches = "<<<" in cuda or "cudaLaunch" in cuda
@@ -1198,8 +1220,8 @@ class _Gate:
             return "".join(parts)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
             left = self._text(node.left, stack, deeper)
-            if isinstance(node.op, ast.Mod):
-                return left
+            if isinstance(node.op, ast.Mod):  # "...%s..." % args: the template, then what fills it
+                return self._filled(left, [node.right], stack, deeper)
             right = self._text(node.right, stack, deeper)
             return None if left is None or right is None else left + right
         if isinstance(node, ast.Name):
@@ -1220,7 +1242,9 @@ class _Gate:
                 base = self._text(func.value, stack, deeper)
                 if base is None:
                     return None
-                if func.attr in ("format", "strip", "lstrip", "rstrip", "upper", "lower"):
+                if func.attr == "format":
+                    return self._filled(base, [*node.args, *(k.value for k in node.keywords)], stack, deeper)
+                if func.attr in ("strip", "lstrip", "rstrip"):
                     return base
                 if func.attr == "join" and node.args:
                     pieces = self._text(node.args[0], stack, deeper)
@@ -1230,12 +1254,34 @@ class _Gate:
                     return base.replace(constants[0] or "", constants[1] or "")
         return None
 
+    def _filled(
+        self, template: str | None, values: list[ast.expr], stack: list[dict], depth: int
+    ) -> str | None:
+        """A formatted template, read as the template followed by each value's text (what is pasted
+        in is scanned too); None when a value is computed at run time."""
+        if template is None:
+            return None
+        texts = []
+        for value in values:
+            if isinstance(value, (ast.Tuple, ast.Dict)):
+                texts.append(
+                    self._filled(
+                        "", [v for v in getattr(value, "elts", None) or value.values if v], stack, depth
+                    )
+                )  # type: ignore[union-attr]
+                continue
+            text = self._text(value, stack, depth)
+            if text is None and any(isinstance(n, ast.Call) for n in ast.walk(value)):
+                return None
+            texts.append(text or "")
+        return None if None in texts else "\n".join([template, *texts])  # type: ignore[list-item]
+
     def _check_kernels(self, candidate: ast.ClassDef | None, launched: set[str] | None) -> None:
         accepted = set(self.policy.kernel_kinds.get(self.backend, ()))
         unknown = False
         for site in self.sites.values():
-            if site.kind == "unknown":
-                unknown = True
+            unknown = unknown or site.kind == "unknown"
+            if site.problem:
                 self.add("kernel-source-unverifiable", _Line(site.line), site.problem)
             problems = [
                 f"{label} line {line}: {message}"
@@ -1272,18 +1318,18 @@ class _Gate:
             self.add(
                 "kernel-not-called",
                 where,
-                f"the kernel defined at line {lines} is never launched from forward or the functions it calls",
+                f"the custom kernel built at line {lines} is never launched from forward or what it calls",
             )
 
     def _missing_kernel_message(self, accepted: set[str]) -> str:
-        kinds = sorted(s.kind for s in self.sites.values())
+        kinds = sorted({_SITE_KINDS.get(s.kind, s.kind) for s in self.sites.values()})
         if "triton" in accepted:
             need = "a @triton.jit kernel launched from forward as kernel[grid](...)"
         elif "cuda" in accepted:
             need = "load_inline(cuda_sources=...) with a __global__ kernel that the host code launches (<<<...>>>)"
         else:
             need = "load_inline(cpp_sources=...) with the C++ code forward calls"
-        found = f" (found load_inline building: {', '.join(kinds)})" if kinds else ""
+        found = f" (the extensions here build {', '.join(kinds)})" if kinds else ""
         return f"no custom kernel for the {self.backend} back end; write {need}{found}"
 
     def _libraries(self) -> re.Pattern:
@@ -1315,18 +1361,30 @@ class _Gate:
                 report(match.start(), with_strings, f"includes <{match.group(1)}>, a vendor compute library")
         for match in libraries.finditer(code):
             report(match.start(), code, f"uses `{match.group(0)}` from a vendor compute library")
-        for match in _NATIVE_CALL.finditer(code):
+        for match in _NATIVE_NAME.finditer(code):  # torch::X, at::ns::X: calls, macros, function pointers
             parts = [p.strip() for p in match.group(2).split("::") if p.strip()]
             name, spaces = parts[-1], parts[:-1]
-            denied = any(s in policy.native_denied_namespaces for s in spaces)
-            utility = bool(spaces) and spaces[0] in policy.native_allowed_namespaces
-            plain = name in policy.native_allowed_calls or name.startswith(policy.native_allowed_prefixes)
-            if denied or not (utility or plain or name[:1].isupper()):
-                call = "::".join([match.group(1), *parts])
-                report(match.start(), code, f"calls `{call}(...)`, an ATen op; compute it in your own code")
+            denied = any(s in policy.native_denied_namespaces for s in spaces) or self._is_compute_name(
+                _native_core(name)
+            )
+            if not denied and match.group(3):
+                utility = bool(spaces) and spaces[0] in policy.native_allowed_namespaces
+                plain = name in policy.native_allowed_calls or name.startswith(policy.native_allowed_prefixes)
+                denied = not (utility or plain or name[:1].isupper())
+            if denied:
+                qualified = "::".join([match.group(1), *parts])
+                report(match.start(), code, f"uses `{qualified}`, an ATen op; compute it in your own code")
+        for match in _NATIVE_USING.finditer(code):
+            target = "".join((match.group(1) or match.group(2) or match.group(3)).split())
+            if target.split("::")[0] in ("torch", "at", "aten") and target not in _NATIVE_OPEN_NAMESPACES:
+                report(
+                    match.start(),
+                    code,
+                    f"`{' '.join(match.group(0).split())}` hides which calls are ATen ops; qualify them",
+                )
         for match in _NATIVE_METHOD.finditer(code):
             name = match.group(1)
-            if self._is_compute_name(name) and name not in ("all", "any"):
+            if self._is_compute_name(_native_core(name)) and name not in ("all", "any"):
                 report(
                     match.start(), code, f"calls the tensor op `.{name}(...)`; compute it in your own code"
                 )
@@ -1377,22 +1435,22 @@ class _Gate:
                 self._call_rules(node)
             elif isinstance(node, ast.Subscript) and _const_str(node.slice) == reference:
                 self.add("reference-use", node, f"looks up the reference `{reference}` by name")
-            elif isinstance(node, ast.ClassDef) and node.name == policy.candidate_class:
-                if node.decorator_list or node.keywords:
+        candidate = self._candidate()
+        for cls in self._mro(candidate) if candidate is not None else []:  # ModelNew and its local bases
+            if cls.decorator_list or cls.keywords:
+                self.add(
+                    "forward-hijack",
+                    cls,
+                    f"class decorators or a metaclass on {cls.name} can replace forward",
+                )
+            for st in cls.body:
+                names = [st.name] if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+                if isinstance(st, ast.Assign):
+                    names = [t.id for t in st.targets if isinstance(t, ast.Name)]
+                for name in set(names) & _HIJACK_METHODS:
                     self.add(
-                        "forward-hijack", node, f"class decorators or a metaclass can replace {node.name}"
+                        "forward-hijack", st, f"{cls.name} defines `{name}`, so forward may not be what runs"
                     )
-                for st in node.body:
-                    names = [st.name] if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
-                    if isinstance(st, ast.Assign):
-                        names = [t.id for t in st.targets if isinstance(t, ast.Name)]
-                    for name in names:
-                        if name in _HIJACK_METHODS:
-                            self.add(
-                                "forward-hijack",
-                                st,
-                                f"{node.name} defines `{name}`, so forward may not be what runs",
-                            )
 
     def _module_level(self, node: ast.AST) -> bool:
         parent = self.parents.get(id(node))
@@ -1421,7 +1479,9 @@ class _Gate:
                 self.add("forward-hijack", node, f"assigns `{_src(node)}`, replacing what the harness calls")
             else:
                 base = self.ref(node.value, self.module)
-                if base is not None and base.kind == "qual":
+                if base is not None and base.kind in ("ext", "extfunc", "triton"):
+                    self.add("forward-hijack", node, f"assigns `{_src(node)}`, replacing a built kernel")
+                elif base is not None and base.kind == "qual":
                     self.add(
                         "global-state",
                         node,
@@ -1455,7 +1515,9 @@ class _Gate:
                 self.add("forward-hijack", node, f"{verb} of `{name}` replaces what the harness calls")
             else:
                 base = self.ref(node.args[0], self.module)
-                if base is not None and base.kind == "qual":
+                if base is not None and verb != "getattr" and base.kind in ("ext", "extfunc", "triton"):
+                    self.add("forward-hijack", node, f"{verb} on a built kernel replaces what forward calls")
+                elif base is not None and base.kind == "qual":
                     if verb == "getattr":
                         self._forbidden_name(f"{base.name}.{name}", node)
                     else:
@@ -1724,6 +1786,16 @@ class _Scan(ast.NodeVisitor):
             )
         self.generic_visit(node)
 
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if self._tensor(node.value) and self._tensor(*index):
+            self.add(
+                "framework-compute",
+                node,
+                f"`{_src(node)}` indexes a tensor with a tensor (a PyTorch gather/scatter)",
+            )
+        self.generic_visit(node)
+
     def visit_Try(self, node: ast.AST) -> None:
         if getattr(node, "handlers", None):
             self.add(
@@ -1864,7 +1936,23 @@ class _Paths:
 
 
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"]", re.M)
-_NATIVE_CALL = re.compile(r"\b(torch|at|aten)((?:\s*::\s*\w+)+)\s*\(")
+_NATIVE_NAME = re.compile(r"\b(torch|at|aten)((?:\s*::\s*\w+)+)(\s*\()?")
+_NATIVE_USING = re.compile(
+    r"\busing\s+namespace\s+((?:\w+\s*::\s*)*\w+)|\bnamespace\s+\w+\s*=\s*((?:\w+\s*::\s*)*\w+)"
+    r"|\busing\s+((?:torch|at|aten)\s*::\s*(?:\w+\s*::\s*)*[a-z_]\w*)\s*;"
+)
+_NATIVE_OPEN_NAMESPACES = frozenset({"torch::indexing", "at::indexing"})
+_NATIVE_INCLUDE_FLAGS = re.compile(r"(?:^|\s)(?:-I|-isystem|-include|--include-path)")
+
+
+def _native_core(name: str) -> str:
+    """An ATen function's op: `_softmax_out` -> softmax, `addmm_cuda` -> addmm."""
+    core = name.strip("_")
+    for suffix in ("_out", "_cuda", "_cpu", "_forward", "_symint", "_impl"):
+        core = core.removesuffix(suffix)
+    return core
+
+
 _NATIVE_ESCAPE = re.compile(
     r"\b(?:py|pybind11)\s*::\s*(?:module_?\s*::\s*import|eval|exec|eval_file)\b|\bPy(?:Import|Run|Eval|Object_Call)\w*"
     r"|\b(?:dlopen|dlsym|LoadLibrary\w*|popen|fork|system)\s*\("

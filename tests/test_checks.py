@@ -186,6 +186,96 @@ def test_reference_by_any_route_is_rejected():
         assert "reference-use" in rules(candidate(body, extra))
 
 
+@pytest.mark.parametrize(
+    "extra, body, rule",
+    [
+        ("", "        return ext.f(x, self.table[x.long()])", "framework-compute"),
+        ("ext.f = torch.relu", "        return ext.f(x)", "forward-hijack"),
+        ("setattr(ext, 'f', torch.relu)", "        return ext.f(x)", "forward-hijack"),
+        (
+            "class Base(nn.Module):\n    def __call__(self, x):\n        return torch.relu(x)",
+            None,
+            "forward-hijack",
+        ),
+        ("torch.backends.cudnn.allow_tf32 = True", "        return ext.f(x)", "global-state"),
+        ("import threading", "        return ext.f(x)", "concurrency"),
+        ("import torchvision", "        return ext.f(x)", "disallowed-import"),
+        ("import gc", "        return ext.f(x)", "introspection"),
+        ("", "        return ext.f(object.__getattribute__(torch, 'relu')(x))", "dynamic-code"),
+    ],
+)
+def test_whole_file_rules(extra, body, rule):
+    if body is None:  # ModelNew inherits from the local Base
+        source = (
+            f"{PRELUDE}\n{extra}\nclass ModelNew(Base):\n    def forward(self, x):\n        return ext.f(x)\n"
+        )
+    else:
+        init = "        self.table = nn.Parameter(torch.randn(8))" if "table" in body else ""
+        source = candidate(body, extra, init)
+    assert rule in rules(source)
+
+
+def test_parameter_defaults_are_followed():
+    source = candidate("        return ext.f(x)").replace(
+        "def forward(self, x):", "def forward(self, x, act=torch.relu):"
+    )
+    source = source.replace("return ext.f(x)", "return act(ext.f(x))")
+    assert "framework-compute" in rules(source)
+
+
+def native_candidate(cuda_body: str, header: str = "", build_kwargs: str = "") -> str:
+    return (
+        "import torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+        f'CUDA = r"""{header}\n__global__ void k(float* y) {{ }}\n'
+        "torch::Tensor f(torch::Tensor x) {\n"
+        "    auto y = torch::empty_like(x);\n    k<<<1, 1>>>(y.data_ptr<float>());\n"
+        f'    {cuda_body}\n    return y;\n}}\n"""\n'
+        'ext = load_inline(name="e", cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources=CUDA,\n'
+        f'                  functions=["f"]{build_kwargs})\n'
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "body, header, build_kwargs, rule",
+    [
+        ("auto z = torch::matmul(x, x);", "", "", "native-framework-compute"),
+        ("auto z = at::cuda::mm(x, x);", "", "", "native-framework-compute"),
+        ("auto z = at::_softmax(x, 0, false);", "", "", "native-framework-compute"),
+        ("auto z = x.mm(x).sum();", "", "", "native-framework-compute"),
+        ("auto z = mm(x, x);", "using namespace at;", "", "native-framework-compute"),
+        ("auto z = MM(x, x);", "#define MM at::matmul", "", "native-framework-compute"),
+        ("cublasSgemm(h, CUBLAS_OP_N);", '#include "cublas_v2.h"', "", "native-framework-compute"),
+        ("", "", ', extra_ldflags=["-lcublas"]', "native-framework-compute"),
+        ('py::module_::import("torch");', "", "", "native-framework-compute"),
+        ('void* h = dlopen("libx.so", 1);', "", "", "native-framework-compute"),
+        ("", '#include "/tmp/written_at_run_time.cuh"', "", "kernel-source-unverifiable"),
+        ("", "", ', extra_include_paths=["/tmp"]', "kernel-source-unverifiable"),
+    ],
+)
+def test_native_sources_are_read(body, header, build_kwargs, rule):
+    assert rule in rules(native_candidate(body, header, build_kwargs))
+
+
+def test_native_comments_strings_and_runtime_helpers_are_fine():
+    body = (
+        "// at::matmul and cublasSgemm would be cheating\n"
+        '    const char* note = "torch::matmul";  /* x.mm(x) */\n'
+        "    auto stream = at::cuda::getCurrentCUDAStream();\n"
+        "    auto o = torch::empty({1}, torch::dtype(torch::kFloat32).device(x.device()));\n"
+        '    TORCH_CHECK(x.is_cuda() && x.dim() == 2, "f: bad input");'
+    )
+    assert (
+        rules(native_candidate(body, "using namespace torch::indexing;", ', extra_cuda_cflags=["-O3"]')) == []
+    )
+
+
+def test_sources_injected_through_format_are_read():
+    source = native_candidate("/*OP*/").replace("CUDA = r", 'OP = "auto z = at::matmul(x, x);"\nCUDA = r', 1)
+    source = source.replace("cuda_sources=CUDA", 'cuda_sources=CUDA.replace("/*OP*/", "{op}").format(op=OP)')
+    assert "native-framework-compute" in rules(source)
+
+
 def test_exec_and_eval_are_rejected_anywhere():
     assert "dynamic-code" in rules(candidate("        return ext.f(x)", "exec('import torch')"))
     assert "dynamic-code" in rules(candidate("        return ext.f(eval('x'))"))
