@@ -111,12 +111,11 @@ torch::Tensor add_relu(torch::Tensor a, torch::Tensor b) {
     const float* a_ptr = a_c.data_ptr<float>();
     const float* b_ptr = b_c.data_ptr<float>();
     float* out_ptr = out.data_ptr<float>();
-    at::parallel_for(0, a_c.numel(), 4096, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-            const float v = a_ptr[i] + b_ptr[i];
-            out_ptr[i] = v > 0.0f ? v : 0.0f;
-        }
-    });
+    const int64_t n = a_c.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = a_ptr[i] + b_ptr[i];
+        out_ptr[i] = v > 0.0f ? v : 0.0f;
+    }
     return out;
 }
 """
@@ -175,9 +174,9 @@ CPP = BackendPrompt(
     instructions=(
         "Write the kernels in C++ for the CPU and build them when the module is imported, with "
         "torch.utils.cpp_extension.load_inline(cpp_sources=..., functions=[...]), and call them from "
-        "ModelNew.forward. Inputs are CPU tensors. You may use at::parallel_for for threads and "
-        "extra_cflags such as -O3. The work that dominates the run time must run in your own C++: "
-        "leaving it to PyTorch operators earns nothing."
+        "ModelNew.forward. Inputs are CPU tensors. Write the loops yourself (ATen operators and "
+        "helpers count as PyTorch) and pass extra_cflags such as -O3. The work that dominates the run "
+        "time must run in your own C++: leaving it to PyTorch operators earns nothing."
     ),
     example_problem=EXAMPLE_PROBLEM,
     example_candidate=EXAMPLE_CPP,
