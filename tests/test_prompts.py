@@ -149,3 +149,13 @@ def test_describe_result_prefers_evaluator_feedback_then_fallbacks():
     )
     assert "failure on our side" in describe_result(ours)  # never "your kernel failed" for our fault
     assert describe_result(EvalResult(stage="correctness")) == "The kernel's output is wrong: (no details)"
+
+
+@pytest.mark.parametrize("backend", ["cuda", "cpp"])
+def test_one_shot_examples_pass_the_static_gate(backend):
+    # the example is what the model imitates: it must never be something the gate rejects
+    checks = pytest.importorskip("kevin.checks")
+    if not hasattr(checks, "check_source"):
+        pytest.skip("static gate not available")
+    report = checks.check_source(DEFAULT_TEMPLATES.backends[backend].example_candidate, backend)
+    assert report.ok, [(v.rule, v.message) for v in report.violations]
