@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from kevin import build
+from kevin.compare import compare, summarize_trials
 from kevin.timing import Timer, TimingConfig
 
 _write = os.write  # bound before any candidate code exists
@@ -313,21 +314,22 @@ class Harness:
             reference = load_module(job["problem_source"], "kevin_reference", "<reference>")
             torch.manual_seed(job["weight_seed"])
             model = _cast_floating(reference.Model(*init_inputs).to(self.device), self.dtype)
+            tolerance = (job["atol"], job["rtol"])
             reports = []
             for t, inputs in enumerate(trials):  # one expected output alive at a time
-                reports.append(self.compare(outputs[t], flatten_outputs(model(*self.clone_args(inputs)))))
+                reports.append(compare(outputs[t], flatten_outputs(model(*self.clone_args(inputs))), *tolerance))
                 outputs[t] = None
             timed_reports = {}
             for name, ((pool_index, shifts), out) in kept.items():
                 self.fill(buffers, pools[pool_index], shifts)
-                timed_reports[name] = self.compare(out, flatten_outputs(model(*self.clone_args(buffers))))
+                timed_reports[name] = compare(out, flatten_outputs(model(*self.clone_args(buffers))), *tolerance)
             self.sync()
         except BaseException as exc:
             raise Failure(
                 "runtime", "the reference model failed:\n" + short_exception(exc), blame="infrastructure"
             ) from None
 
-        correctness = self.summarize_trials(reports)
+        correctness = summarize_trials(reports, job["atol"], job["rtol"])
         if correctness.get("reference_bad"):
             raise Failure(
                 "correctness",
@@ -383,110 +385,6 @@ class Harness:
         fcntl.flock(handle, fcntl.LOCK_EX)
         self._device_lock_handle = handle
 
-    # -- comparison ------------------------------------------------------------------------------
-    def compare(self, outputs: list[Any], expected: list[Any]) -> dict[str, Any]:
-        torch = self.torch
-        atol, rtol = self.job["atol"], self.job["rtol"]
-        if len(outputs) != len(expected):
-            return {"ok": False, "reason": f"returned {len(outputs)} outputs, expected {len(expected)}"}
-        worst: dict[str, Any] = {
-            "ok": True,
-            "max_abs_error": 0.0,
-            "mean_abs_error": 0.0,
-            "max_rel_error": 0.0,
-            "relative_l2_error": 0.0,
-            "mismatched": 0,
-            "elements": 0,
-        }
-        for index, (out, ref) in enumerate(zip(outputs, expected, strict=True)):
-            if not isinstance(ref, torch.Tensor):
-                ref = torch.tensor(ref)
-            if not isinstance(out, torch.Tensor):
-                try:
-                    out = torch.tensor(out, device=ref.device)
-                except Exception:
-                    return {"ok": False, "reason": f"output {index} is a {type(out).__name__}, not a tensor"}
-            if tuple(out.shape) != tuple(ref.shape):
-                return {
-                    "ok": False,
-                    "reason": f"output {index} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}",
-                }
-            if out.dtype != ref.dtype:
-                return {"ok": False, "reason": f"output {index} has dtype {out.dtype}, expected {ref.dtype}"}
-            stats = self._error_stats(out.detach().reshape(-1), ref.detach().reshape(-1), atol, rtol)
-            if stats.get("reference_bad"):
-                return {"ok": False, "reason": "the reference output is not finite", "reference_bad": True}
-            numel = max(ref.numel(), 1)
-            for key in ("max_abs_error", "mean_abs_error", "max_rel_error", "relative_l2_error"):
-                worst[key] = max(worst[key], stats[key])
-            worst["mismatched"] += stats["mismatched"]
-            worst["elements"] += stats["elements"]
-            if stats["mismatched"]:
-                worst["ok"] = False
-                worst["reason"] = (
-                    f"output {index}: {stats['mismatched']} of {numel} elements outside tolerance "
-                    f"(atol={atol:g}, rtol={rtol:g}); max abs error {stats['max_abs_error']:.3g}, "
-                    f"mean abs error {stats['mean_abs_error']:.3g}"
-                    + (f", {stats['nonfinite']} NaN/Inf" if stats["nonfinite"] else "")
-                )
-        return worst
-
-    def _error_stats(self, out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
-        """Error statistics in float64, a chunk at a time so huge outputs need little extra memory."""
-        torch = self.torch
-        chunk = 1 << 25
-        max_abs = max_rel = sum_abs = sq_diff = sq_ref = 0.0
-        mismatched = nonfinite = 0
-        for begin in range(0, ref.numel(), chunk):
-            b = ref[begin : begin + chunk].to(torch.float64)
-            a = out[begin : begin + chunk].to(b.device, torch.float64)
-            if not bool(self.isfinite(b).all()):
-                return {"reference_bad": True}
-            finite = self.isfinite(a)
-            diff = torch.where(finite, self.abs(self.sub(a, b)), torch.full_like(a, float("inf")))
-            magnitude = self.abs(b)
-            mismatched += int((diff > atol + rtol * magnitude).sum())
-            nonfinite += int((~finite).sum())
-            max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / (magnitude + 1e-12)).max()))
-            sum_abs += float(diff.sum())
-            sq_diff += float(torch.where(finite, a - b, b).square().sum())
-            sq_ref += float(b.square().sum())
-        return {
-            "max_abs_error": max_abs,
-            "mean_abs_error": sum_abs / max(ref.numel(), 1),
-            "max_rel_error": max_rel,
-            "relative_l2_error": (sq_diff**0.5) / max(sq_ref**0.5, 1e-30),
-            "mismatched": mismatched,
-            "elements": max(ref.numel(), 1),
-            "nonfinite": nonfinite,
-        }
-
-    def summarize_trials(self, reports: list[dict[str, Any]]) -> dict[str, Any]:
-        passed = sum(r["ok"] for r in reports)
-        failed = [i for i, r in enumerate(reports) if not r["ok"]]
-        summary: dict[str, Any] = {
-            "trials": len(reports),
-            "trials_passed": passed,
-            "atol": self.job["atol"],
-            "rtol": self.job["rtol"],
-        }
-        for key in ("max_abs_error", "mean_abs_error", "max_rel_error", "relative_l2_error"):
-            values = [r[key] for r in reports if key in r]
-            if values:
-                summary[key] = max(values)
-        if failed:
-            first = reports[failed[0]]
-            summary["detail"] = (
-                f"wrong output on {len(failed)} of {len(reports)} trials; "
-                f"first failure (trial {failed[0] + 1}): {first['reason']}"
-            )
-            if first.get("reference_bad"):
-                summary["reference_bad"] = True
-        else:
-            summary["detail"] = f"all {len(reports)} trials within tolerance"
-        return summary
-
 
 def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
     """Identity of every callable in the torch namespaces a problem's code relies on."""
@@ -500,9 +398,17 @@ def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
         "torch.cuda": torch.cuda,
     }
     return {
-        name: {key: id(value) for key, value in list(vars(space).items()) if callable(value)}
+        name: {key: id(value) for key, value in _members(space) if callable(value)}
         for name, space in spaces.items()
     }
+
+
+def _members(space: Any) -> list[tuple[str, Any]]:
+    try:
+        return list(vars(space).items())
+    except TypeError:  # a built-in namespace object without __dict__
+        # dunder attributes here are bound methods, new objects on every lookup: not comparable.
+        return [(key, getattr(space, key, None)) for key in dir(space) if not key.startswith("__")]
 
 
 def namespace_changes(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
