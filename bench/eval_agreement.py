@@ -16,6 +16,8 @@ Writes eval_agreement.json and eval_agreement.md under --out and prints the tabl
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -73,6 +75,15 @@ def independent_speedup(problem_src: str, candidate_src: str, name: str) -> dict
     return {"baseline_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms}
 
 
+@contextlib.contextmanager
+def device_lock(config: EvalConfig):
+    """The same per-device lock file kevin's workers take while they run and time."""
+    path = Path(config.lock_dir) / f"kevin-{config.device.replace(':', '')}.lock"
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def self_problem(problem_src: str, candidate_src: str) -> str:
     """A problem whose Model is the candidate's own kernel; sizes, inputs and init come from the
     real problem (its top-level statements other than imports and the Model class)."""
@@ -113,7 +124,6 @@ def main() -> int:
         cache_dir=args.cache_dir,
         static_check=False,
         timing=TimingConfig(budget_ms=2000),
-        lock_dir=args.cache_dir,
     )
     started = time.time()
     results_path = out / "eval_agreement_results.jsonl"
@@ -124,7 +134,8 @@ def main() -> int:
     build.install(Path(args.cache_dir) / "builds", build.BuildLog())  # reuse the sandbox's builds
     table = []
     for pair, row in zip(pairs, rows, strict=True):
-        indep = independent_speedup(pair.problem.read_text(), pair.candidate.read_text(), pair.candidate.stem)
+        with device_lock(config):  # never time while a kevin worker times on the same GPU
+            indep = independent_speedup(pair.problem.read_text(), pair.candidate.read_text(), pair.candidate.stem)
         agree = row["speedup"] / indep["speedup"] - 1 if row.get("speedup") else None
         table.append(
             {

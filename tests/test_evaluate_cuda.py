@@ -166,7 +166,6 @@ def config(cache_dir, tmp_path) -> EvalConfig:
     return EvalConfig(
         backend="cuda",
         cache_dir=cache_dir,
-        lock_dir=str(tmp_path),
         static_check=False,
         timing=TimingConfig(budget_ms=300),
         limits=limits,
