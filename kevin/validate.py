@@ -383,16 +383,14 @@ def _tensors_close(a, b) -> bool:
     if not (a.is_floating_point() or a.is_complex() or b.is_floating_point() or b.is_complex()):
         return torch.equal(a, b)
     common = torch.promote_types(a.dtype, b.dtype)
-    flat_a, flat_b = a.reshape(-1).to(common), b.reshape(-1).to(common)
+    if a.dim() == 0:
+        return torch.allclose(a.to(common), b.to(common), atol=ATOL, rtol=RTOL, equal_nan=True)
+    rows = max(1, CHUNK_ELEMENTS // max(1, a[0].numel()))  # slices along dim 0 are views, never copies
     return all(
         torch.allclose(
-            flat_a[i : i + CHUNK_ELEMENTS],
-            flat_b[i : i + CHUNK_ELEMENTS],
-            atol=ATOL,
-            rtol=RTOL,
-            equal_nan=True,
+            a[i : i + rows].to(common), b[i : i + rows].to(common), atol=ATOL, rtol=RTOL, equal_nan=True
         )
-        for i in range(0, flat_a.numel(), CHUNK_ELEMENTS)
+        for i in range(0, a.shape[0], rows)
     )
 
 
@@ -420,31 +418,43 @@ def zero_would_pass(outputs: Sequence) -> bool:
     return all(peak_abs(t) * (1.0 - RTOL) <= ATOL for t in outputs)
 
 
-def classify_outputs(first: Sequence, repeat: Sequence, other_input: Sequence | None) -> tuple[str, str]:
-    """Status and reason from three forward outputs (lists of tensors).
+NONDETERMINISTIC_REASON = (
+    "two forward passes on the same inputs differ (dropout in training mode, random numbers in forward, "
+    "or a racy reduction)"
+)
 
-    `first` and `repeat` come from the same model and inputs, run one after the other; `other_input`
-    from different random inputs (None when `get_inputs` ignores the seed, so that cannot be tested).
+
+def classify_outputs(first: Sequence, other_input: Sequence | None) -> tuple[str, str]:
+    """`ok` or `degenerate`, with the reason, from a forward's output (a list of tensors).
+
+    `other_input` is the output for different random inputs (None when `get_inputs` ignores the seed,
+    so dependence on the input cannot be tested).
     """
-    import torch
+    import math
 
-    if not outputs_close(first, repeat):
-        return "nondeterministic", (
-            "two forward passes on the same inputs differ (dropout in training "
-            "mode, random numbers in forward, or a racy reduction)"
-        )
     if not first or any(t.numel() == 0 for t in first):
         return "degenerate", "forward returned no tensor or an empty one"
-    if not all(bool(torch.isfinite(t).all()) for t in first if t.is_floating_point() or t.is_complex()):
+    peaks = [peak_abs(t) for t in first]
+    if not all(math.isfinite(peak) for peak in peaks):
         return "degenerate", "output contains NaN or inf"
     if zero_would_pass(first):
-        peak = max(peak_abs(t) for t in first)
-        return "degenerate", f"max |output| = {peak:.3g}: an all-zero output would pass atol=rtol={ATOL:g}"
+        return (
+            "degenerate",
+            f"max |output| = {max(peaks):.3g}: an all-zero output would pass atol=rtol={ATOL:g}",
+        )
     if other_input is None:
         return "ok", "get_inputs ignores the seed; input dependence not checked"
     if outputs_close(first, other_input):
         return "degenerate", "two different random inputs give the same output within tolerance"
     return "ok", ""
+
+
+def _forward(model, inputs: Sequence, device: str) -> list:
+    """The model's output tensors for `inputs` (moved to `device`), without autograd, on the CPU."""
+    import torch
+
+    with torch.no_grad():
+        return [t.cpu() for t in flatten_tensors(model(*_to_device(inputs, device)))]
 
 
 def _to_device(value, device: str):
@@ -457,13 +467,15 @@ def _to_device(value, device: str):
     return value
 
 
-def _same_inputs(first: Sequence, second: Sequence) -> bool:
+def input_fingerprint(inputs: Sequence) -> tuple:
+    """Shapes, dtypes and float64 sums of the tensor inputs (reprs of the rest): equal for equal inputs."""
     import torch
 
-    return all(
-        not isinstance(a, torch.Tensor)
-        or (isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b))
-        for a, b in zip(first, second)
+    return tuple(
+        (tuple(x.shape), str(x.dtype), float(x.sum(dtype=torch.float64)))
+        if isinstance(x, torch.Tensor)
+        else repr(x)
+        for x in inputs
     )
 
 
@@ -499,8 +511,8 @@ def probe(source: str, settings: ValidateSettings, workdir: Path) -> dict:
         parts = "inputs + parameters" if note else "inputs + parameters + output"
         return _verdict(
             "skipped",
-            f"too large for {settings.device}: ~{footprint / GIB:.2f} GiB of {parts} "
-            f"> {settings.budget_bytes / GIB:.2f} GiB budget",
+            f"too large for {settings.device}: ~{footprint / GIB:.3f} GiB of {parts} "
+            f"> {settings.budget_bytes / GIB:.3f} GiB budget",
             footprint,
         )
     if settings.device == "cpu":
@@ -512,21 +524,24 @@ def probe(source: str, settings: ValidateSettings, workdir: Path) -> dict:
         model = module.Model(*module.get_init_inputs()).to(settings.device)
         stage = "get_inputs()"
         inputs = module.get_inputs()
+        fingerprint = input_fingerprint(inputs)
         stage = "forward"
-        with torch.no_grad():
-            first = flatten_tensors(model(*_to_device(inputs, settings.device)))
-            repeat = flatten_tensors(model(*_to_device(inputs, settings.device)))
-            torch.manual_seed(settings.seed + 1)
-            other_inputs = module.get_inputs()
-            other = None
-            if not _same_inputs(inputs, other_inputs):
-                other = flatten_tensors(model(*_to_device(other_inputs, settings.device)))
+        first, repeat = _forward(model, inputs, settings.device), _forward(model, inputs, settings.device)
+        del inputs  # hold as little as possible at once: the cap counts everything alive
         stage = "comparing outputs"
-        status, reason = classify_outputs(
-            [t.cpu() for t in first],
-            [t.cpu() for t in repeat],
-            None if other is None else [t.cpu() for t in other],
-        )
+        if not outputs_close(first, repeat):
+            return _verdict("nondeterministic", NONDETERMINISTIC_REASON, footprint)
+        del repeat
+        stage = "get_inputs() with another seed"
+        torch.manual_seed(settings.seed + 1)
+        other_inputs = module.get_inputs()
+        stage = "forward on other inputs"
+        other = None
+        if input_fingerprint(other_inputs) != fingerprint:
+            other = _forward(model, other_inputs, settings.device)
+        del other_inputs
+        stage = "comparing outputs"
+        status, reason = classify_outputs(first, other)
     except Exception as exc:
         if _is_out_of_memory(exc):
             return _verdict(

@@ -24,6 +24,7 @@ from kevin.validate import (
     estimate_footprint_bytes,
     format_summary,
     format_table,
+    input_fingerprint,
     outputs_close,
     peak_abs,
     summarize,
@@ -41,7 +42,7 @@ EXPECTED = {
     "L0_5": ("nondeterministic", "two forward passes on the same inputs differ"),
     "L0_6": ("degenerate", "an all-zero output would pass"),
     "L0_7": ("degenerate", "two different random inputs give the same output"),
-    "L0_8": ("skipped", "too large for cpu: ~8.00 GiB"),
+    "L0_8": ("skipped", "too large for cpu: ~8.000 GiB of inputs + parameters > 1.000 GiB budget"),
     "L0_9": ("timeout", f"no verdict within {TIMEOUT_S} s"),
     "L0_10": ("run_error", "exited with code 0 without a verdict"),
     "L0_11": ("run_error", "process killed by SIGSEGV"),
@@ -168,7 +169,7 @@ def test_zero_would_pass_at_the_tolerance_boundary():
     assert peak_abs(torch.tensor([True, False])) == 1.0 and peak_abs(torch.tensor([-7, 3])) == 7.0
 
 
-def test_outputs_close_compares_shapes_values_and_integers():
+def test_outputs_close_compares_shapes_values_and_integers(monkeypatch):
     a = torch.rand(4, 4)
     assert outputs_close([a], [a + ATOL / 10])
     assert not outputs_close([a], [a + 0.01])
@@ -176,22 +177,34 @@ def test_outputs_close_compares_shapes_values_and_integers():
     assert not outputs_close([a], [a, a])
     assert outputs_close([torch.tensor([1, 2])], [torch.tensor([1, 2])])
     assert not outputs_close([torch.tensor([1, 2])], [torch.tensor([1, 3])])
+    assert outputs_close([torch.tensor(2.0)], [torch.tensor(2.0)])
+    monkeypatch.setattr(validate, "CHUNK_ELEMENTS", 5)  # several chunks, on a non-contiguous view
+    big = torch.rand(6, 7).t()
+    changed = big.clone()
+    changed[-1, -1] += 1.0
+    assert outputs_close([big], [big.clone()]) and not outputs_close([big], [changed])
 
 
 def test_classify_outputs_names_each_failure():
     x, y = torch.rand(16) + 1.0, torch.rand(16) + 1.0
-    assert classify_outputs([x], [x], [y]) == ("ok", "")
-    assert classify_outputs([x], [y], [y])[0] == "nondeterministic"
-    assert classify_outputs([torch.empty(0)], [torch.empty(0)], None)[0] == "degenerate"
+    assert classify_outputs([x], [y]) == ("ok", "")
+    assert classify_outputs([torch.empty(0)], None)[0] == "degenerate"
+    assert classify_outputs([], None)[0] == "degenerate"
     nan = torch.tensor([float("nan"), 1.0])
-    assert classify_outputs([nan], [nan], None) == ("degenerate", "output contains NaN or inf")
-    assert "all-zero" in classify_outputs([x * 1e-6], [x * 1e-6], [y * 1e-6])[1]
-    assert "two different random inputs" in classify_outputs([x], [x], [x.clone()])[1]
-    assert classify_outputs([x], [x], None) == (
-        "ok",
-        "get_inputs ignores the seed; input dependence not checked",
-    )
-    assert classify_outputs([], [], None)[0] == "degenerate"
+    assert classify_outputs([nan], [x[:2]]) == ("degenerate", "output contains NaN or inf")
+    assert classify_outputs([torch.tensor([1.0, float("inf")])], None)[1] == "output contains NaN or inf"
+    assert "all-zero" in classify_outputs([x * 1e-6], [y * 1e-6])[1]
+    assert "two different random inputs" in classify_outputs([x], [x + ATOL / 10])[1]
+    assert classify_outputs([x], None) == ("ok", "get_inputs ignores the seed; input dependence not checked")
+
+
+def test_input_fingerprint_tells_seeded_draws_apart():
+    torch.manual_seed(0)
+    first = [torch.rand(8, 8), 3]
+    torch.manual_seed(1)
+    assert input_fingerprint(first) != input_fingerprint([torch.rand(8, 8), 3])
+    assert input_fingerprint(first) == input_fingerprint([first[0].clone(), 3])
+    assert input_fingerprint([torch.ones(2)]) != input_fingerprint([torch.ones(3)])
 
 
 def test_table_and_summary_formatting():
