@@ -122,19 +122,24 @@ class Timer:
             self._record = torch.cuda.Event.record
             props = torch.cuda.get_device_properties(device)
             l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
-            # int32 elements, twice the L2: every line of the cache is evicted by the write.
-            self._flush = torch.empty(max(2 * l2_bytes // 4, 2**20), dtype=torch.int32, device=device)
+            # At least twice the L2 and at least 256 MB (triton's do_bench flushes 256 MB): the write
+            # evicts every line, and takes long enough (~75 us on an H200) for the host to enqueue
+            # the start event and the call before the start event fires on the device.
+            flush_bytes = max(2 * l2_bytes, 256 * 2**20)
+            self._flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
             self._zero = torch.Tensor.zero_
         else:
             self._flush = None
 
     def _one_call(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
         if self.is_cuda:
-            if self.config.flush_l2:
-                self._zero(self._flush)
-            self._sync()
+            self._sync()  # the refill is done; nothing else is in flight
             start, end = self._event_cls(enable_timing=True), self._event_cls(enable_timing=True)
             wall_start = self._perf_ns()
+            if self.config.flush_l2:
+                self._zero(self._flush)
+            # No synchronize between the flush and the start event: the host enqueues fn's work
+            # while the flush still runs, so the host's launch latency is not inside the interval.
             self._record(start)
             out = fn()
             self._record(end)

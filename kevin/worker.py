@@ -194,6 +194,8 @@ class Harness:
         if self.is_cuda:
             torch.cuda.set_device(self.device)
         self.set_strict_flags()
+        # Installed before the problem loads too: a problem may build extensions of its own.
+        build.install(Path(job["build_cache"]), self.build_log)
         try:
             problem = load_module(job["problem_source"], "kevin_problem_init", "<problem>")
             init_inputs = list(problem.get_init_inputs())
@@ -205,7 +207,6 @@ class Harness:
             ) from None
         del problem
         forget_module("kevin_problem_init")
-        build.install(Path(job["build_cache"]), self.build_log)
         flags_before = self.global_flags()
         namespaces_before = namespace_snapshot(torch)
         threads_before = threading.active_count()
@@ -384,6 +385,21 @@ class Harness:
         handle = open(path, "w")  # noqa: SIM115 - held for the life of the process
         fcntl.flock(handle, fcntl.LOCK_EX)
         self._device_lock_handle = handle
+        if self.is_cuda:
+            self._wait_for_device_memory()
+
+    def _wait_for_device_memory(self, patience_s: float = 30.0) -> None:
+        """The previous holder's lock can be released before the driver has torn down its context:
+        wait (briefly) until the memory it held comes back, so inputs do not hit a spurious OOM."""
+        torch = self.torch
+        deadline = time.monotonic() + patience_s
+        last_free = -1
+        while time.monotonic() < deadline:
+            free, total = torch.cuda.mem_get_info()
+            if free >= 0.9 * total or (free == last_free and free >= 0.5 * total):
+                return
+            last_free = free
+            time.sleep(0.25)
 
 
 def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
