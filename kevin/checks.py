@@ -37,7 +37,7 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
   every path launches at least one.
 - `reference-use`: `Model` subclassed, instantiated, imported (from any module, under any alias),
   reached as an attribute (`reference.Model`) or looked up by name (`globals()["Model"]`,
-  `getattr(m, "Model")`).
+  `getattr(m, "Model")`). A copy of the reference class left unused in the file is tolerated.
 - `no-custom-kernel`: no kernel of the back end's kind exists: cuda needs `load_inline` with
   `cuda_sources` holding a `__global__` function and its launch; cpp needs `load_inline` with C++
   `cpp_sources`; triton needs a `@triton.jit` function.
@@ -69,9 +69,9 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
   framework compute like torch's (`einops.rearrange`, a view, is allowed).
 - `missing-model-new`: no `class ModelNew` with a `forward`. `syntax`: the source does not parse.
 
-Allowed by default in the compute path: allocation (`torch.empty`, `empty_like`, `empty_strided`, and
-also `zeros`, `ones`, `full` and their `_like` forms: allocation plus a fill is not the computation a task
-asks for, and kernels often need a zeroed accumulator); views and shape queries (`view`, `reshape`,
+Allowed by default in the compute path: allocation (`torch.empty`, `empty_like`, `empty_strided`,
+`torch.Tensor()`, and also `zeros`, `ones`, `full`, their `_like` forms and `arange`: allocation plus a
+fill is not the computation a task asks for, and kernels often need a zeroed accumulator or an index); views and shape queries (`view`, `reshape`,
 `permute`, `transpose`, `flatten`, `squeeze`, `unsqueeze`, `expand`, `narrow`, `split`, `chunk`, `size`,
 `shape`, `dim`, `stride`, `numel`, `is_contiguous`, `data_ptr`); data movement the kernels need
 (`contiguous`, `clone`, `copy_`, `to(device/dtype)`, `float()`/`half()`, indexing and slice assignment;
@@ -83,6 +83,8 @@ calls into the built extension; `triton.cdiv`, `triton.next_power_of_2`; `math`.
 (module level, `__init__`, `get_inputs`) framework calls are allowed: they build weights, not outputs.
 
 What a static gate cannot catch (the dynamic checks in the evaluator exist for these):
+- types it guesses: every argument of forward is taken for a tensor unless annotated `int`, `float`,
+  `bool` or `str` (so `s * 2` on an unannotated scalar is rejected);
 - dispatch it cannot resolve: objects of unknown type (a tensor hidden in a list, a parameter passed
   through `*args`), methods that share a name with nothing in `compute_ops`, attribute lookups on
   objects built by code it does not model; computed `getattr`, `exec` and `eval` are rejected instead of
@@ -140,7 +142,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_ALLOCATION = "empty empty_like empty_strided zeros zeros_like ones ones_like full full_like tensor as_tensor"
+_ALLOCATION = "empty empty_like empty_strided zeros zeros_like ones ones_like full full_like arange tensor as_tensor Tensor"
 _VIEWS = (
     "reshape flatten unflatten transpose permute squeeze unsqueeze narrow t movedim moveaxis swapaxes "
     "swapdims split chunk unbind as_strided broadcast_to view_as_real view_as_complex select"
@@ -1417,7 +1419,7 @@ class _Gate:
                         self._forbidden_module(f"{module}.{alias.name}", node)
                         self._forbidden_name(f"{module}.{alias.name}", node)
             elif isinstance(node, ast.Name):
-                if node.id == reference:
+                if node.id == reference and not self._inside_class(node, reference):
                     self.add("reference-use", node, self._reference_message(node))
                 elif isinstance(node.ctx, ast.Load):
                     ref = self.module.lookup(node.id)
@@ -1451,6 +1453,16 @@ class _Gate:
                     self.add(
                         "forward-hijack", st, f"{cls.name} defines `{name}`, so forward may not be what runs"
                     )
+
+    def _inside_class(self, node: ast.AST, name: str) -> bool:
+        """Within the body of a local class of that name (a copy of the reference naming itself in
+        `super(Model, self)` is not a use of the reference; using the copy elsewhere is)."""
+        parent = self.parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, ast.ClassDef) and parent.name == name:
+                return True
+            parent = self.parents.get(id(parent))
+        return False
 
     def _module_level(self, node: ast.AST) -> bool:
         parent = self.parents.get(id(node))
@@ -1559,9 +1571,14 @@ class _Gate:
         fn = forward.node
         root = (id(fn), id(forward.owner), id(cls))
         self.keys[root] = (fn, forward.owner, cls)
-        positional = _params(fn)[forward.skip :]
-        vararg = fn.args.vararg.arg if fn.args.vararg is not None else None  # type: ignore[union-attr]
-        self.params[root] = dict.fromkeys([*positional, *([vararg] if vararg else [])], _TENSOR)
+        args = fn.args  # type: ignore[union-attr]
+        inputs = [*(args.posonlyargs + args.args)[forward.skip :], *([args.vararg] if args.vararg else [])]
+        scalar = ("int", "float", "bool", "str")  # `forward(self, A, s: float)`: s is a Python number
+        self.params[root] = {
+            a.arg: _TENSOR
+            for a in inputs
+            if not (isinstance(a.annotation, ast.Name) and a.annotation.id in scalar)
+        }
         sink: list[Violation] = []
         for _ in range(8):
             sink = []

@@ -151,6 +151,27 @@ def test_allocation_views_and_queries_are_allowed():
     assert rules(candidate(body)) == []
 
 
+def test_honest_idioms_from_real_candidates():
+    """Habits of model-written candidates that must not be punished: an unused copy of the reference
+    class, scalar arguments annotated as such, index and empty tensors built in forward."""
+    copy = (
+        "class Model(nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n"
+        "    def forward(self, x):\n        return torch.relu(x)\n"
+    )
+    assert rules(candidate("        return ext.f(x)", copy)) == []
+    assert "reference-use" in rules(
+        copy + candidate("        return ext.f(x)").replace("(nn.Module)", "(Model)")
+    )
+    scalar = candidate("        return ext.f(x, s * 2.0)").replace(
+        "def forward(self, x):", "def forward(self, x, s: float):"
+    )
+    assert rules(scalar) == []
+    body = (
+        "        idx = torch.arange(x.size(0), device=x.device)\n        return ext.f(x, idx, torch.Tensor())"
+    )
+    assert rules(candidate(body)) == []
+
+
 def test_layer_owning_weights_is_fine_but_calling_it_is_not():
     init = "        self.linear = nn.Linear(4, 4)"
     assert (
