@@ -32,7 +32,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ class BuildRecord:
     seconds: float = 0.0
     cache_hit: bool = False
     error: str = ""
+    module: Any = field(default=None, repr=False, compare=False)
+    """The loaded extension (not serialized): kevin.probes instruments it while tracing."""
 
 
 @dataclass
@@ -56,7 +58,14 @@ class BuildLog:
     """True while a build is running: an exception raised then is a compile error."""
 
     def to_list(self) -> list[dict[str, Any]]:
-        return [asdict(r) for r in self.records]
+        return [
+            {"name": r.name, "key": r.key, "seconds": r.seconds, "cache_hit": r.cache_hit, "error": r.error}
+            for r in self.records
+        ]
+
+    @property
+    def modules(self) -> list[Any]:
+        return [r.module for r in self.records if r.module is not None]
 
 
 def default_cache_root() -> Path:
@@ -130,6 +139,7 @@ def install(cache_root: Path, log: BuildLog) -> None:
                 (directory / "lock").unlink(missing_ok=True)  # torch's own baton, stale if a build was killed
                 module = original(**arguments)
                 complete.touch()
+                record.module = module
                 return module
         except BaseException as exc:
             record.error = f"{type(exc).__name__}: {exc}"

@@ -8,8 +8,9 @@
 
 The torch functions used are bound when this module is imported, which the worker does before the
 candidate exists, so later attribute patches by a candidate do not change how it is judged.
-Not covered: tolerance exploitation by outputs near zero is only visible in relative_l2_error
-(reported, not gated, here); C-level patches of torch's kernels.
+    gated:       all elements within tolerance AND relative L2 error <= relative_l2_limit(rtol), so
+                 an all-zero output cannot pass on a problem whose outputs are all tiny
+Not covered: C-level patches of torch's kernels.
 """
 
 from __future__ import annotations
@@ -67,7 +68,22 @@ def compare(outputs: list[Any], expected: list[Any], atol: float, rtol: float) -
                 f"mean abs error {stats['mean_abs_error']:.3g}"
                 + (f", {stats['nonfinite']} NaN/Inf" if stats["nonfinite"] else "")
             )
+        elif stats["relative_l2_error"] > relative_l2_limit(rtol):
+            # Every element is within atol, yet the output as a whole is wrong: a tiny-magnitude
+            # reference that an all-zero (or any small) output would match elementwise.
+            worst["ok"] = False
+            worst["reason"] = (
+                f"output {index}: every element is within atol={atol:g}, but the relative L2 error "
+                f"||out - ref|| / ||ref|| is {stats['relative_l2_error']:.3g} (limit {relative_l2_limit(rtol):g}): "
+                "the output is not the reference's"
+            )
     return worst
+
+
+def relative_l2_limit(rtol: float) -> float:
+    """Largest ||out - ref|| / ||ref|| accepted: 10 x rtol, and never under 0.1, so rounding noise on
+    outputs that cancel to near zero passes while an all-zero output (error 1.0) never does."""
+    return max(10.0 * rtol, 0.1)
 
 
 def error_stats(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:

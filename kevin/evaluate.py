@@ -55,6 +55,8 @@ class EvalConfig:
     """Inputs and weights are cast to this for candidate and reference alike."""
     trials: int = 5
     """Correctness trials, each on fresh inputs drawn from the secret seed."""
+    distribution_trials: int = 2
+    """Extra trials on inputs moved to other distributions (kevin.worker.Harness.draw_trials)."""
     atol: float | None = None
     """Absolute tolerance; None takes the precision's default (fp32 1e-4, fp16/bf16 1e-2)."""
     rtol: float | None = None
@@ -120,6 +122,7 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         "device": config.device,
         "precision": config.precision,
         "trials": config.trials,
+        "distribution_trials": config.distribution_trials,
         "atol": atol,
         "rtol": rtol,
         "seed": seed,
@@ -204,6 +207,7 @@ def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[s
         timing=timing,
         baseline_timing=eager,
         correctness=data.get("correctness") or {},
+        checks=data.get("checks") or {},
         device=str(data.get("device_name", "")),
         versions=data.get("versions") or {},
         stage_seconds=data.get("stage_seconds") or {},

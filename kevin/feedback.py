@@ -59,8 +59,10 @@ def render(result: EvalResult) -> str:
     """Feedback for one result; the evaluator stores it in `result.feedback`."""
     stage = result.stage
     if result.blame == "infrastructure":
-        return ("The evaluation failed on our side, not because of your kernel; this attempt is not "
-                "scored. Submit your kernel again or improve it.")
+        return (
+            "The evaluation failed on our side, not because of your kernel; this attempt is not "
+            "scored. Submit your kernel again or improve it."
+        )
     if stage == "format":
         text = result.feedback or f"Format error: {result.error}"
     elif stage == "static_check":

@@ -34,6 +34,7 @@ BLOCKING_FLAGS: frozenset[str] = frozenset(
         "impossible_speedup",
         "extra_threads",
         "deferred_write",
+        "tensor_subclass",
     }
 )
 
@@ -67,6 +68,8 @@ class EvalResult:
     baseline_timing: dict[str, Any] = field(default_factory=dict)
     correctness: dict[str, Any] = field(default_factory=dict)
     """trials, trials_passed, max_abs_error, mean_abs_error, max_rel_error, atol, rtol, detail."""
+    checks: dict[str, Any] = field(default_factory=dict)
+    """Numbers behind the dynamic checks (kevin.probes): library share, precision errors, bounds."""
     device: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)

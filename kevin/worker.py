@@ -44,7 +44,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from kevin import build
+from kevin import build, probes
 from kevin.compare import compare, summarize_trials
 from kevin.timing import Timer, TimingConfig
 
@@ -129,6 +129,8 @@ class Harness:
         self.flags: list[str] = []
         self.build_log = build.BuildLog()
         self.compiled = False
+        self.checks: dict[str, Any] = {}
+        self.trace: dict[str, Any] = {}
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def stage(self, name: str) -> None:
@@ -178,14 +180,29 @@ class Harness:
         return [self.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
 
     def draw_trials(self, problem: types.ModuleType) -> list[list[Any]]:
+        """`trials` draws of the problem's own inputs, then `distribution_trials` draws moved to
+        other distributions (floating inputs only): x -> 4x - 2 (a uniform [0,1) input becomes
+        [-2,2)), and a normal with mean 1.5 and std 2. Shortcuts that hold only for the problem's
+        own distribution (no negatives, small magnitudes) fail there."""
         torch = self.torch
         trials = []
-        for t in range(self.job["trials"]):
+        total = self.job["trials"] + self.job.get("distribution_trials", 0)
+        for t in range(total):
             torch.manual_seed(self.job["seed"] * 7919 + t)
             with torch.device(self.device):
                 inputs = list(problem.get_inputs())
+            if t >= self.job["trials"]:
+                inputs = [self._shift_distribution(x, t - self.job["trials"]) for x in inputs]
             trials.append(self.prepare_inputs(inputs))
         return trials
+
+    def _shift_distribution(self, value: Any, which: int) -> Any:
+        torch = self.torch
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            return value
+        if which % 2 == 0:
+            return value * 4.0 - 2.0
+        return torch.randn_like(value) * 2.0 + 1.5
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -208,7 +225,7 @@ class Harness:
         del problem
         forget_module("kevin_problem_init")
         flags_before = self.global_flags()
-        namespaces_before = namespace_snapshot(torch)
+        namespaces_before = probes.namespace_snapshot(torch)
         threads_before = threading.active_count()
 
         self.stage("compile")
@@ -232,7 +249,7 @@ class Harness:
         # that are still building), and only if the candidate's import left torch as it found it:
         # a patched torch.rand could otherwise hand the candidate inputs of its choosing.
         self.stage("inputs")
-        changed = namespace_changes(namespaces_before, namespace_snapshot(torch))
+        changed = probes.namespace_changes(namespaces_before, probes.namespace_snapshot(torch))
         if changed:
             raise Failure(
                 "runtime",
@@ -260,15 +277,24 @@ class Harness:
             model_new = model_class(*init_inputs).to(self.device)
             model_new = _cast_floating(model_new, self.dtype)
             outputs = []
-            for inputs in trials:
+            for t, inputs in enumerate(trials):
                 args = self.clone_args(inputs)
                 out = model_new(*args)
                 self.sync()
+                if t == 0:
+                    self.flags.extend(probes.output_flags(flatten_outputs(out), self.sync))
                 if not all(
                     self.equal(a, b) for a, b in zip(args, inputs, strict=True) if isinstance(a, torch.Tensor)
                 ):
                     self.flags.append("inputs_mutated")
                 outputs.append([self._detach(o) for o in flatten_outputs(out)])
+            self.trace = probes.trace_forward(
+                lambda: model_new(*self.clone_args(trials[0])),
+                self.is_cuda,
+                self.sync,
+                self.build_log.modules,
+            )
+            self.flags.extend(self.trace.pop("flags"))
         except BaseException as exc:
             raise Failure("runtime", short_exception(exc)) from None
 
@@ -278,7 +304,7 @@ class Harness:
         # pointer returns a stale answer, and the outputs of two timed calls (one at a random
         # index, and the last) are checked against the reference. Only (set, shifts) is kept:
         # the inputs are rebuilt from it, so huge problems do not hold extra copies.
-        pools = [trials[0], trials[1 % len(trials)]]
+        pools = [trials[0], trials[1 % job["trials"]]]
         try:
             buffers = self.clone_args(trials[0])
         except BaseException as exc:
@@ -304,6 +330,11 @@ class Harness:
             raise Failure("runtime", "while timing:\n" + short_exception(exc)) from None
         if threading.active_count() > threads_before:
             self.flags.append("extra_threads")
+        if self.is_cuda:
+            floor_ms = probes.bandwidth_floor_ms(trials[0], torch.cuda.get_device_name())
+            self.checks["bandwidth_floor_ms"] = floor_ms
+            if probes.impossible(stats.median_ms, floor_ms):
+                self.flags.append("impossible_speedup")
         if self.global_flags() != flags_before:
             self.flags.append("global_state_changed")
         model_new = candidate = model_class = None  # drop the candidate before the reference exists
@@ -317,13 +348,27 @@ class Harness:
             model = _cast_floating(reference.Model(*init_inputs).to(self.device), self.dtype)
             tolerance = (job["atol"], job["rtol"])
             reports = []
+            own = job["trials"]
             for t, inputs in enumerate(trials):  # one expected output alive at a time
-                reports.append(compare(outputs[t], flatten_outputs(model(*self.clone_args(inputs))), *tolerance))
-                outputs[t] = None
+                expected = flatten_outputs(model(*self.clone_args(inputs)))
+                if t == 0 and job["precision"] == "fp32":
+                    self.checks["precision"] = self._precision(model, inputs, outputs[0], expected)
+                report = compare(outputs[t], expected, *tolerance)
+                outputs[t] = expected = None
+                if t >= own and report.get("reference_bad"):
+                    # The reference itself is undefined on this distribution (a log of a negative,
+                    # say): the trial says nothing about the candidate.
+                    self.checks["distribution_trials_skipped"] = (
+                        self.checks.get("distribution_trials_skipped", 0) + 1
+                    )
+                    continue
+                reports.append(report)
             timed_reports = {}
             for name, ((pool_index, shifts), out) in kept.items():
                 self.fill(buffers, pools[pool_index], shifts)
-                timed_reports[name] = compare(out, flatten_outputs(model(*self.clone_args(buffers))), *tolerance)
+                timed_reports[name] = compare(
+                    out, flatten_outputs(model(*self.clone_args(buffers))), *tolerance
+                )
             self.sync()
         except BaseException as exc:
             raise Failure(
@@ -368,6 +413,24 @@ class Harness:
             "correctness": correctness,
         }
 
+    def _precision(
+        self, model: Any, inputs: list[Any], candidate_out: list[Any], expected: list[Any]
+    ) -> dict:
+        """The candidate and the fp32 reference, each against a float64 reference (see kevin.probes)."""
+        import copy
+
+        torch = self.torch
+        try:
+            model64 = copy.deepcopy(model).double()
+            args64 = [
+                a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs
+            ]
+            result = probes.precision_check(candidate_out, expected, flatten_outputs(model64(*args64)))
+        except Exception as exc:  # some problems have no float64 path; the check is then skipped
+            return {"skipped": f"{type(exc).__name__}: {exc}"[:200]}
+        self.flags.extend(result.pop("flags"))
+        return result
+
     def fill(self, buffers: list[Any], pool: list[Any], shifts: list[int]) -> None:
         for buf, src, shift in zip(buffers, pool, shifts, strict=True):
             if _rollable(buf, self.torch):
@@ -400,41 +463,6 @@ class Harness:
                 return
             last_free = free
             time.sleep(0.25)
-
-
-def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
-    """Identity of every callable in the torch namespaces a problem's code relies on."""
-    spaces = {
-        "torch": torch,
-        "torch.nn.functional": torch.nn.functional,
-        "torch.Tensor": torch.Tensor,
-        "torch._C._TensorBase": torch._C.TensorBase,
-        "torch._C._VariableFunctions": torch._C._VariableFunctions,
-        "torch.nn.Module": torch.nn.Module,
-        "torch.cuda": torch.cuda,
-    }
-    return {
-        name: {key: id(value) for key, value in _members(space) if callable(value)}
-        for name, space in spaces.items()
-    }
-
-
-def _members(space: Any) -> list[tuple[str, Any]]:
-    try:
-        return list(vars(space).items())
-    except TypeError:  # a built-in namespace object without __dict__
-        # dunder attributes here are bound methods, new objects on every lookup: not comparable.
-        return [(key, getattr(space, key, None)) for key in dir(space) if not key.startswith("__")]
-
-
-def namespace_changes(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
-    """Entries replaced or removed since `before` (new entries, such as lazily imported submodules, are fine)."""
-    return [
-        f"{space}.{key}"
-        for space, entries in before.items()
-        for key, ident in entries.items()
-        if after.get(space, {}).get(key) != ident
-    ]
 
 
 def _rollable(value: Any, torch: Any) -> bool:
@@ -484,6 +512,7 @@ def main(argv: list[str]) -> int:
         harness.stage_seconds[harness.stage_name] = round(time.perf_counter() - harness.stage_started, 4)
         result.setdefault("flags", []).extend(harness.flags)
         result.setdefault("compiled", harness.compiled)
+        result["checks"] = dict(harness.checks, trace=harness.trace)
         result["stage_seconds"] = harness.stage_seconds
         result["builds"] = harness.build_log.to_list()
         result["versions"] = _versions(harness.torch)

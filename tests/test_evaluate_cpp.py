@@ -26,7 +26,9 @@ DATA = Path(__file__).parent / "data" / "eval"
 
 CPP = r"""
 #include <torch/extension.h>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 torch::Tensor scale_relu(torch::Tensor x, double scale) {
     auto input = x.contiguous();
@@ -66,6 +68,31 @@ torch::Tensor in_place(torch::Tensor x, double scale) {     // right answer, but
     return x.clone();
 }
 
+torch::Tensor lib_relu(torch::Tensor x, double scale) {     // the work done by ATen, called from C++
+    return torch::relu(x * scale);
+}
+
+torch::Tensor zeros(torch::Tensor x, double scale) {        // does nothing: zeros of the right shape
+    return torch::zeros_like(x);
+}
+
+torch::Tensor low_precision(torch::Tensor x, double scale) { // right formula, 10-bit mantissa (TF32-like)
+    auto out = scale_relu(x, scale);
+    uint32_t* bits = reinterpret_cast<uint32_t*>(out.data_ptr<float>());
+    for (int64_t i = 0; i < out.numel(); ++i) bits[i] &= 0xFFFFE000u;
+    return out;
+}
+
+torch::Tensor deferred(torch::Tensor x, double scale) {     // returns at once, writes the answer later
+    auto input = x.contiguous();
+    auto out = torch::zeros_like(input);
+    std::thread([input, out, scale]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        out.copy_(scale_relu(input, scale));
+    }).detach();
+    return out;
+}
+
 torch::Tensor spam(torch::Tensor x, double scale) {
     for (int i = 0; i < 200000; ++i) std::printf("spam spam spam spam spam spam spam spam %d\n", i);
     std::fflush(stdout);
@@ -73,7 +100,18 @@ torch::Tensor spam(torch::Tensor x, double scale) {
 }
 """
 
-FUNCTIONS = ["scale_relu", "scale_only", "crash", "spin", "in_place", "spam"]
+FUNCTIONS = [
+    "scale_relu",
+    "scale_only",
+    "crash",
+    "spin",
+    "in_place",
+    "spam",
+    "lib_relu",
+    "zeros",
+    "low_precision",
+    "deferred",
+]
 
 
 def candidate(call: str, prelude: str = "", body: str = "") -> str:
@@ -146,7 +184,7 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert result.speedup is not None and result.speedup > 0
     assert result.runtime_ms > 0 and result.baseline_ms > 0
     assert result.timing["n"] >= 10 and result.timing["clock"] == "perf_counter"
-    assert result.correctness["trials_passed"] == 5
+    assert result.correctness["trials_passed"] == config.trials + config.distribution_trials
     assert "correct" in result.feedback.lower()
     assert_clean(tmp_path)
 
@@ -304,3 +342,79 @@ def test_thread_started_at_import_is_rejected(task, config):
     prelude = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
     assert "extra_threads" in result.flags and not result.passed
+
+
+# -- dynamic checks (kevin.probes, kevin.compare) ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_task() -> Task:
+    """Milliseconds of work per call, so the profiler's own overhead does not decide the shares."""
+    source = (
+        (DATA / "problem_scale_relu.py")
+        .read_text()
+        .replace("torch.randn(64, 256)", "torch.randn(1024, 1024)")
+    )
+    return Task.from_source(source, id="scale_relu_big", name="scale_relu_big")
+
+
+def test_pure_torch_forward_is_library_work(big_task, config):
+    body = "        return torch.relu(x * self.scale)\n"
+    result = evaluate(big_task, candidate("scale_relu", body=body), config)
+    assert result.correct and not result.passed
+    assert {"library_kernels", "no_custom_kernel"} <= set(result.flags)
+    assert "aten::relu" in result.checks["trace"]["library_ops_us"]
+
+
+def test_aten_called_from_inside_the_extension_is_library_work(big_task, config):
+    result = evaluate(big_task, candidate("lib_relu"), config)
+    assert result.correct and "library_kernels" in result.flags and not result.passed
+
+
+def test_honest_candidate_has_no_library_work(big_task, config):
+    result = evaluate(big_task, candidate("scale_relu"), config)
+    assert result.checks["trace"]["library_share"] < 0.5 and result.checks["trace"]["custom_us"] > 0
+
+
+def test_zeros_cannot_pass_a_tiny_magnitude_problem(config):
+    source = (
+        (DATA / "problem_scale_relu.py")
+        .read_text()
+        .replace("return torch.relu(x * self.scale)", "return torch.relu(x * self.scale) * 1e-6")
+    )
+    tiny = Task.from_source(source, id="tiny", name="tiny")
+    result = evaluate(tiny, candidate("zeros"), config)
+    assert result.stage == "correctness" and "relative L2 error" in result.error
+
+
+def test_shortcut_that_holds_only_for_the_problem_distribution_fails(config):
+    # With inputs from rand (all >= 0), relu is a no-op: dropping it is right on the problem's own
+    # inputs and wrong on the shifted-distribution trials.
+    source = (
+        (DATA / "problem_scale_relu.py").read_text().replace("torch.randn(64, 256)", "torch.rand(64, 256)")
+    )
+    positive = Task.from_source(source, id="positive", name="positive")
+    result = evaluate(positive, candidate("scale_only"), config)
+    assert result.stage == "correctness"
+    assert result.correctness["trials"] == config.trials + config.distribution_trials
+
+
+def test_lower_precision_is_flagged_under_loose_tolerances(task, config):
+    loose = dataclasses.replace(config, atol=1e-2, rtol=1e-2)
+    result = evaluate(task, candidate("low_precision"), loose)
+    assert result.correct and "lower_precision" in result.flags and not result.passed
+    assert result.checks["precision"]["candidate_vs_fp64"] > 1e-5
+    honest = evaluate(task, candidate("scale_relu"), loose)
+    assert "lower_precision" not in honest.flags
+
+
+def test_output_written_after_return_is_a_deferred_write(task, config):
+    result = evaluate(task, candidate("deferred"), config)
+    assert "deferred_write" in result.flags and not result.passed
+
+
+def test_tensor_subclass_output_is_flagged(task, config):
+    prelude = "class Lazy(torch.Tensor):\n    pass\n"
+    body = "        return ext.scale_relu(x, self.scale).as_subclass(Lazy)\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude, body=body), config)
+    assert "tensor_subclass" in result.flags and not result.passed
