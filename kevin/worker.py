@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from kevin import build, probes
+from kevin import inputs as trial_inputs
 from kevin.compare import compare, summarize_trials
 from kevin.timing import Timer, TimingConfig
 
@@ -122,7 +123,6 @@ class Harness:
         self.isfinite = torch.isfinite
         self.abs = torch.abs
         self.sub = torch.sub
-        self.roll = torch.roll
         self.stage_started = time.perf_counter()
         self.stage_seconds: dict[str, float] = {}
         self.stage_name = "setup"
@@ -164,45 +164,8 @@ class Harness:
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
 
-    # -- inputs ----------------------------------------------------------------------------------
-    def prepare_inputs(self, value: Any) -> Any:
-        torch = self.torch
-        if isinstance(value, torch.Tensor):
-            value = value.to(self.device)
-            if value.is_floating_point():
-                value = value.to(self.dtype)
-            return value
-        if isinstance(value, (list, tuple)):
-            return type(value)(self.prepare_inputs(v) for v in value)
-        return value
-
     def clone_args(self, args: list[Any]) -> list[Any]:
         return [self.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
-
-    def draw_trials(self, problem: types.ModuleType) -> list[list[Any]]:
-        """`trials` draws of the problem's own inputs, then `distribution_trials` draws moved to
-        other distributions (floating inputs only): x -> 4x - 2 (a uniform [0,1) input becomes
-        [-2,2)), and a normal with mean 1.5 and std 2. Shortcuts that hold only for the problem's
-        own distribution (no negatives, small magnitudes) fail there."""
-        torch = self.torch
-        trials = []
-        total = self.job["trials"] + self.job.get("distribution_trials", 0)
-        for t in range(total):
-            torch.manual_seed(self.job["seed"] * 7919 + t)
-            with torch.device(self.device):
-                inputs = list(problem.get_inputs())
-            if t >= self.job["trials"]:
-                inputs = [self._shift_distribution(x, t - self.job["trials"]) for x in inputs]
-            trials.append(self.prepare_inputs(inputs))
-        return trials
-
-    def _shift_distribution(self, value: Any, which: int) -> Any:
-        torch = self.torch
-        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-            return value
-        if which % 2 == 0:
-            return value * 4.0 - 2.0
-        return torch.randn_like(value) * 2.0 + 1.5
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -261,7 +224,14 @@ class Harness:
         timer = Timer(self.device, TimingConfig(**job["timing"]))
         try:
             problem = load_module(job["problem_source"], "kevin_problem_inputs", "<problem>")
-            trials = self.draw_trials(problem)
+            trials = trial_inputs.draw_trials(
+                problem,
+                job["seed"],
+                job["trials"],
+                job.get("distribution_trials", 0),
+                self.device,
+                self.dtype,
+            )
         except BaseException as exc:
             raise Failure(
                 "runtime",
@@ -314,9 +284,9 @@ class Harness:
         kept: dict[str, Any] = {}
 
         def refill(i: int) -> None:
-            shifts = [self.rng.randrange(b.shape[0]) if _rollable(b, torch) else 0 for b in buffers]
+            shifts = [self.rng.randrange(b.shape[0]) if trial_inputs.rollable(b) else 0 for b in buffers]
             state["recipe"] = (i % 2, shifts)
-            self.fill(buffers, pools[i % 2], shifts)
+            trial_inputs.fill(buffers, pools[i % 2], shifts)
 
         def observe(i: int, out: Any) -> None:
             if i == sample_at:
@@ -365,7 +335,7 @@ class Harness:
                 reports.append(report)
             timed_reports = {}
             for name, ((pool_index, shifts), out) in kept.items():
-                self.fill(buffers, pools[pool_index], shifts)
+                trial_inputs.fill(buffers, pools[pool_index], shifts)
                 timed_reports[name] = compare(
                     out, flatten_outputs(model(*self.clone_args(buffers))), *tolerance
                 )
@@ -431,11 +401,6 @@ class Harness:
         self.flags.extend(result.pop("flags"))
         return result
 
-    def fill(self, buffers: list[Any], pool: list[Any], shifts: list[int]) -> None:
-        for buf, src, shift in zip(buffers, pool, shifts, strict=True):
-            if _rollable(buf, self.torch):
-                buf.copy_(self.roll(src, shift, 0))
-
     def _detach(self, value: Any) -> Any:
         torch = self.torch
         if isinstance(value, torch.Tensor):
@@ -463,10 +428,6 @@ class Harness:
                 return
             last_free = free
             time.sleep(0.25)
-
-
-def _rollable(value: Any, torch: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] > 0
 
 
 def _cast_floating(model: Any, dtype: Any) -> Any:
