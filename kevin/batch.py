@@ -8,8 +8,8 @@ Output: one JSON line per finished pair, `{"id": ..., "problem": ..., "candidate
 appended and flushed as each finishes, so a crash loses nothing written; a rerun with the same
 `--out` skips the ids already there. A table of verdicts and speedups is printed at the end.
 
-Pairs are evaluated `--jobs` at a time; each evaluation holds the device's lock only while it runs
-and times (builds overlap freely), so timings never overlap on one device.
+Pairs are evaluated `--jobs` at a time through kevin.service; each evaluation holds the device's
+lock only while it runs and times (builds overlap freely), so timings never overlap on one device.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,36 +86,33 @@ def done_ids(out: Path) -> set[str]:
 def run_batch(
     pairs: list[Pair], out: Path, config: Any, jobs: int, size: str = "small", progress: bool = True
 ) -> list[dict[str, Any]]:
-    """Evaluate every pair not already in `out`; return all rows for the pairs given."""
-    from kevin.evaluate import evaluate
+    """Evaluate every pair not already in `out` through the evaluation service; rows are appended
+    and flushed as each finishes. Returns all rows for the pairs given."""
+    from kevin.service import EvaluationService
     from kevin.tasks import Task
 
     out.parent.mkdir(parents=True, exist_ok=True)
     finished = done_ids(out)
     todo = [p for p in pairs if p.id not in finished]
-    lock = threading.Lock()
-
-    def one(pair: Pair) -> dict[str, Any]:
-        source = _problem_source(pair.problem, size)
-        task = Task.from_source(source, id=pair.id, name=pair.problem.stem, origin=str(pair.problem))
-        result = evaluate(task, pair.candidate.read_text(), config)
-        row = {
-            "id": pair.id,
-            "problem": str(pair.problem),
-            "candidate": str(pair.candidate),
-            **result.to_dict(),
-        }
-        with lock, open(out, "a") as handle:
-            handle.write(json.dumps(row, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        return row
-
     bar = _progress(len(todo), progress)
-    with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-        futures = [pool.submit(one, pair) for pair in todo]
-        for future in as_completed(futures):
-            row = future.result()
+    with EvaluationService(config, max_in_flight=max(jobs, 1)) as service:
+        futures = {}
+        for pair in todo:
+            source = _problem_source(pair.problem, size)
+            task = Task.from_source(source, id=pair.id, name=pair.problem.stem, origin=str(pair.problem))
+            futures[service.submit(task, pair.candidate.read_text())] = pair
+        for future in service.as_completed(futures):
+            pair = futures[future]
+            row = {
+                "id": pair.id,
+                "problem": str(pair.problem),
+                "candidate": str(pair.candidate),
+                **future.result().to_dict(),
+            }
+            with open(out, "a") as handle:
+                handle.write(json.dumps(row, sort_keys=True) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
             bar.set_postfix_str(f"{row['id']}: {row['stage']}", refresh=False)
             bar.update(1)
     bar.close()

@@ -1,0 +1,95 @@
+"""The evaluation service on one node: submit many candidates, get results as they finish.
+
+    submit(task, source) -> Future[EvalResult]      blocks while `max_pending` are in flight
+    as_completed(futures)                            results in finishing order
+    map(pairs)                                       results in submission order
+
+Each evaluation is still one sandboxed worker process per candidate (kevin.sandbox), so a crash
+takes down only that candidate's worker. Concurrency is `max_in_flight` workers at once, spread
+over the node's devices round-robin (`device_indices`); each device's lock (kevin.worker) lets
+builds overlap freely on the CPU cores while runs and timings on one GPU never overlap. A full
+queue blocks `submit` (backpressure) instead of growing without bound.
+
+It implements the `Evaluator` protocol of kevin.env (`submit(task, source) -> Future`), so the
+multi-turn environment and the trainer can use it as is. A Ray-backed service for many nodes is
+the next step (issue #5); it will keep this interface.
+
+Not done here: long-lived workers (each candidate pays a fresh Python and torch start, ~2-3 s of
+CPU) and cold-build speed-ups beyond the content-addressed cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import as_completed as _as_completed
+from typing import Any
+
+from kevin.evaluate import EvalConfig, evaluate
+from kevin.result import EvalResult
+from kevin.tasks import Task
+
+
+class EvaluationService:
+    def __init__(
+        self,
+        config: EvalConfig,
+        *,
+        max_in_flight: int = 8,
+        max_pending: int | None = None,
+        device_indices: list[int] | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1 (got {max_in_flight})")
+        self.config = config
+        self.devices = device_indices or [config.device_index]
+        self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="kevin-eval")
+        self._slots = threading.BoundedSemaphore(max_pending or 2 * max_in_flight)
+        self._next_device = itertools.cycle(self.devices)
+        self._lock = threading.Lock()
+        self.submitted = 0
+        self.finished = 0
+
+    def submit(self, task: Task, source: str) -> Future[EvalResult]:
+        """Queue one evaluation; blocks while the queue is full."""
+        self._slots.acquire()
+        with self._lock:
+            device = next(self._next_device)
+            self.submitted += 1
+        config = dataclasses.replace(self.config, device_index=device)
+        future = self._pool.submit(evaluate, task, source, config)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _: Future) -> None:
+        with self._lock:
+            self.finished += 1
+        self._slots.release()
+
+    def map(self, pairs: Iterable[tuple[Task, str]]) -> list[EvalResult]:
+        """Evaluate every (task, source) pair; results in the order given."""
+        return [future.result() for future in [self.submit(task, source) for task, source in pairs]]
+
+    @staticmethod
+    def as_completed(futures: Iterable[Future[EvalResult]]) -> Iterator[Future[EvalResult]]:
+        return _as_completed(list(futures))
+
+    def progress(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "submitted": self.submitted,
+                "finished": self.finished,
+                "in_flight": self.submitted - self.finished,
+            }
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> EvaluationService:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
