@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from kevin import build  # noqa: E402
 from kevin.batch import Pair, run_batch  # noqa: E402
-from kevin.evaluate import EvalConfig, evaluate  # noqa: E402
+from kevin.evaluate import EvalConfig, device_lock_path, evaluate  # noqa: E402
 from kevin.tasks import Task  # noqa: E402
 from kevin.timing import TimingConfig  # noqa: E402
 
@@ -78,7 +78,7 @@ def independent_speedup(problem_src: str, candidate_src: str, name: str) -> dict
 @contextlib.contextmanager
 def device_lock(config: EvalConfig):
     """The same per-device lock file kevin's workers take while they run and time."""
-    path = Path(config.lock_dir) / f"kevin-{config.device.replace(':', '')}.lock"
+    path = device_lock_path(config)
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
@@ -136,7 +136,9 @@ def main() -> int:
     table = []
     for pair, row in zip(pairs, rows, strict=True):
         with device_lock(config):  # never time while a kevin worker times on the same GPU
-            indep = independent_speedup(pair.problem.read_text(), pair.candidate.read_text(), pair.candidate.stem)
+            indep = independent_speedup(
+                pair.problem.read_text(), pair.candidate.read_text(), pair.candidate.stem
+            )
         agree = row["speedup"] / indep["speedup"] - 1 if row.get("speedup") else None
         table.append(
             {

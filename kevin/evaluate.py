@@ -135,7 +135,7 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         "build_cache": str(config.cache_root / "builds"),
         "baseline_cached": cached.get("stats"),
         "baseline_device": cached.get("device_name"),
-        "device_lock": str(Path(config.lock_dir) / f"kevin-{config.device.replace(':', '')}.lock"),
+        "device_lock": str(device_lock_path(config)),
     }
     outcome = run_worker(
         job, config.limits, workdir_root=config.workdir_root, keep_workdir=config.keep_workdir
@@ -145,6 +145,18 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         _write_baseline(cache_file, outcome.result.get("baseline") or {}, result.device)
     result.feedback = feedback.render(result)
     return result
+
+
+def device_lock_path(config: EvalConfig) -> Path:
+    """One lock file per physical device on this host. Under CUDA_VISIBLE_DEVICES (Ray actors,
+    per-GPU processes) cuda:0 of two processes can be two GPUs, so the visible id names the file."""
+    if config.backend != "cuda":
+        return Path(config.lock_dir) / "kevin-cpu.lock"
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    physical = (
+        visible[config.device_index] if config.device_index < len(visible) else str(config.device_index)
+    )
+    return Path(config.lock_dir) / f"kevin-cuda{physical}.lock"
 
 
 def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[str, Any]) -> EvalResult:
