@@ -45,11 +45,9 @@ from pathlib import Path
 from kevin.errors import UsageError
 from kevin.tasks import Task, add_selection_arguments, tasks_from_args
 
-# What runs in the child, importable from here as before. CHUNK_ELEMENTS is read only in
-# kevin.validate_child: set it there to change how outputs are compared.
+# What runs in the child, importable from here as before.
 from kevin.validate_child import (
     ATOL,
-    CHUNK_ELEMENTS,
     GIB,
     RTOL,
     ValidateSettings,
@@ -64,7 +62,6 @@ from kevin.validate_child import (
 
 __all__ = [
     "ATOL",
-    "CHUNK_ELEMENTS",
     "DEFAULT_BUDGET_GIB",
     "GIB",
     "RTOL",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevin import validate
+from kevin import validate, validate_child
 from kevin.cli import main
 from kevin.validate import (
     ATOL,
@@ -178,7 +178,7 @@ def test_outputs_close_compares_shapes_values_and_integers(monkeypatch):
     assert outputs_close([torch.tensor([1, 2])], [torch.tensor([1, 2])])
     assert not outputs_close([torch.tensor([1, 2])], [torch.tensor([1, 3])])
     assert outputs_close([torch.tensor(2.0)], [torch.tensor(2.0)])
-    monkeypatch.setattr(validate, "CHUNK_ELEMENTS", 5)  # several chunks, on a non-contiguous view
+    monkeypatch.setattr(validate_child, "CHUNK_ELEMENTS", 5)  # several chunks, on a non-contiguous view
     big = torch.rand(6, 7).t()
     changed = big.clone()
     changed[-1, -1] += 1.0
