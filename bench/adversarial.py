@@ -1,0 +1,636 @@
+"""The adversarial corpus (issue #4 item 3): every cheat against a naive harness and against kevin.
+
+For each corpus entry of the chosen back end (bench/adversarial/*.py, plus the bundled honest
+candidates reused by path):
+
+  1. naive:          bench/naive_harness.py, KernelBench's way (one namespace, seed 42, the same
+                     input objects, allclose at 1e-2, no defences): is the cheat real?
+  2. kevin:          `evaluate()` with the default EvalConfig (static gate on)
+  3. kevin dynamic:  the same with static_check=False: what the dynamic checks alone catch
+  4. side effects:   after each run, daemons that survived it, files written outside it, kevin
+                     baseline-cache entries it rewrote; an entry with a `Follow-up:` line then has an
+                     honest candidate evaluated in the same cache, to show what the cheat did to it
+
+A cheat counts as caught when kevin does not pass it (stage not ok, or a blocking flag) and it left
+nothing behind; an honest candidate counts when it passes with no flag at all.
+
+Every run starts with an empty baseline cache (`Runs.fresh`), so each evaluation is the first of
+its task: the case where state pollution reaches the baseline (an entry marked `Cache: seeded`
+starts from the baselines the honest runs wrote). Limits are scaled to a 2-core CI box (`LIMITS`:
+4 GiB of host memory, 30 s for the correctness stage); every check is at its default.
+Corpus files name their shared C++ as @@file.cpp@@ (bench/adversarial/cpp/); `render()` pastes it
+in, so one build serves many candidates. `--render NAME` prints a rendered candidate for `kevin eval`.
+
+Usage:  python bench/adversarial.py --backend cpp --out bench/results      (about 15 min on 2 cores)
+Writes adversarial_cpu.md and .json (adversarial_cuda.* for --backend cuda) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import fcntl
+import fnmatch
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from naive_harness import naive_eval  # noqa: E402
+
+from kevin.evaluate import EvalConfig, evaluate  # noqa: E402
+from kevin.result import EvalResult  # noqa: E402
+from kevin.sandbox import Limits  # noqa: E402
+from kevin.tasks import Task, load_bundled  # noqa: E402
+
+CORPUS = REPO / "bench" / "adversarial"
+CPP_DIR = CORPUS / "cpp"
+PROBLEMS = CORPUS / "problems"
+BUNDLED = REPO / "kevin" / "bundled"
+BUNDLED_HONEST = (
+    "01_gelu_tanh", "02_row_sum", "03_softmax", "04_layernorm",
+    "05_matmul", "07_linear_silu_layernorm", "11_cumsum", "12_maxpool2d",
+)  # fmt: skip
+FAMILIES = {
+    "1": "not writing the kernel",
+    "2": "reusing the reference",
+    "3": "fooling the clock",
+    "4": "fooling the checker",
+    "5": "reusing results",
+    "6": "numerics",
+    "7": "polluting state",
+    "8": "abuse",
+    "honest": "honest",
+}
+DAEMON_DIR = Path("/tmp/kevin-adversarial-daemons")
+OUTSIDE_MARKER = Path("/tmp/kevin-adversarial-outside.txt")
+LIMITS = Limits(
+    stage_timeouts_s={**Limits().stage_timeouts_s, "correctness": 30.0, "timing": 60.0},
+    host_memory_bytes=4 * 2**30,
+)
+PLACEHOLDER = re.compile(r"@@([\w.]+)@@")
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    family: str
+    problem: str
+    backend: str
+    path: Path
+    follow_up: str = ""
+    seeded_cache: bool = False
+
+    @property
+    def honest(self) -> bool:
+        return self.family == "honest"
+
+
+def render(path: Path) -> str:
+    """A corpus file with every @@file@@ replaced by bench/adversarial/cpp/file (recursively)."""
+    return render_text(path.read_text())
+
+
+def render_text(text: str) -> str:
+    for _ in range(4):
+        text, count = PLACEHOLDER.subn(lambda m: (CPP_DIR / m.group(1)).read_text(), text)
+        if not count:
+            break
+    return text
+
+
+def parse_entry(path: Path) -> Entry:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+
+    def field(key: str, default: str = "") -> str:
+        found = re.search(rf"^{key}:\s*(\S+)", doc, re.M)
+        return found.group(1) if found else default
+
+    family = field("Family")
+    if family not in FAMILIES or not field("Problem"):
+        raise ValueError(f"{path}: the docstring needs 'Family: <1-8|honest>' and 'Problem: <name>'")
+    return Entry(
+        name=path.stem,
+        family=family,
+        problem=field("Problem"),
+        backend=field("Backend", "cpp"),
+        path=path,
+        follow_up=field("Follow-up"),
+        seeded_cache=field("Cache") == "seeded",
+    )
+
+
+def load_corpus(backend: str) -> list[Entry]:
+    entries = [parse_entry(p) for p in sorted(CORPUS.glob("*.py"))]
+    entries += [
+        Entry(f"bundled_{stem}", "honest", f"bundled:{stem}", backend, BUNDLED / backend / f"{stem}.py")
+        for stem in BUNDLED_HONEST
+    ]
+    chosen = [e for e in entries if e.backend == backend]
+    return sorted(chosen, key=lambda e: (not e.honest, e.family, e.name))
+
+
+def gate_rejects(entry: Entry) -> bool:
+    """Whether kevin's static gate rejects the rendered candidate (it never builds or runs it)."""
+    from kevin.checks import check_source
+
+    return not check_source(render(entry.path), entry.backend).ok
+
+
+def problem_task(problem: str) -> Task:
+    if problem.startswith("bundled:"):
+        stem = problem.split(":", 1)[1]
+        return next(t for t in load_bundled("small") if t.id == f"B_{stem[:2]}")
+    source = (PROBLEMS / f"{problem}.py").read_text()
+    return Task.from_source(source, id=f"adv_{problem}", name=problem, origin=str(PROBLEMS / problem))
+
+
+# -- side effects ---------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def clear_side_effects() -> None:
+    """End daemons left by earlier runs (their pids are in DAEMON_DIR) and remove the marker."""
+    for entry in DAEMON_DIR.glob("*") if DAEMON_DIR.is_dir() else []:
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            os.kill(int(entry.name), signal.SIGKILL)
+        entry.unlink(missing_ok=True)
+    OUTSIDE_MARKER.unlink(missing_ok=True)
+
+
+def side_effects(baselines_before: dict[str, str], cache_root: Path) -> dict[str, Any]:
+    daemons = [int(p.name) for p in DAEMON_DIR.glob("*") if p.name.isdigit() and _alive(int(p.name))]
+    after = _baselines(cache_root)
+    changed = sorted(k for k, v in baselines_before.items() if after.get(k) not in (None, v))
+    effects = {
+        "daemons_alive": len(daemons),
+        "outside_file": OUTSIDE_MARKER.exists(),
+        "baselines_rewritten": len(changed),
+    }
+    clear_side_effects()
+    return {k: v for k, v in effects.items() if v}
+
+
+def _baselines(cache_root: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((cache_root / "baselines").glob("*.json"))}
+
+
+# -- one entry ------------------------------------------------------------------------------------
+
+
+class Runs:
+    """Every run uses one cache root, <cache>: torch writes absolute paths into an extension's
+    build.ninja, so ninja rebuilds an extension whose build directory moved, and the build cache must
+    stay at one path. Each run instead starts with <cache>/baselines emptied (or, for `Cache:
+    seeded`, filled with the baselines passing honest runs left in <cache>/seed-baselines), under a
+    lock, so concurrent users of the cache (the bench, the tests) take turns."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        for sub in ("builds", "seed-baselines", "locks"):
+            (cache / sub).mkdir(parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def fresh(self, seeded: bool = False) -> Iterator[Path]:
+        with open(self.cache / "locks" / "run.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            baselines = self.cache / "baselines"
+            shutil.rmtree(baselines, ignore_errors=True)
+            baselines.mkdir()
+            if seeded:
+                for path in (self.cache / "seed-baselines").glob("*.json"):
+                    shutil.copy(path, baselines / path.name)
+            yield self.cache
+
+    def keep_baselines(self) -> None:
+        for path in (self.cache / "baselines").glob("*.json"):
+            shutil.copy(path, self.cache / "seed-baselines" / path.name)
+
+
+def kevin_config(backend: str, root: Path, lock_dir: Path, **changes: Any) -> EvalConfig:
+    return replace(
+        EvalConfig(backend=backend, cache_dir=str(root), lock_dir=str(lock_dir), limits=LIMITS), **changes
+    )
+
+
+def result_summary(result: EvalResult) -> dict[str, Any]:
+    rules = sorted(set(re.findall(r"\[([\w-]+)\]", result.error))) if result.stage == "static_check" else []
+    return {
+        "stage": result.stage,
+        "passed": result.passed,
+        "correct": result.correct,
+        "speedup": result.speedup,
+        "flags": result.flags,
+        "rules": rules,
+        "blame": result.blame,
+        "error": _headline(result.error),
+        "stage_seconds": result.stage_seconds,
+        "checks": result.checks,
+    }
+
+
+def _headline(error: str) -> str:
+    """The line of an error worth a table cell: a traceback's last line, else the first."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:160]
+
+
+def run_kevin(entry: Entry, source: str, runs: Runs, lock_dir: Path, **changes: Any) -> dict[str, Any]:
+    """One kevin evaluation from an empty baseline cache; `changes` override EvalConfig fields."""
+    task = problem_task(entry.problem)
+    with runs.fresh(seeded=entry.seeded_cache) as root:
+        before = _baselines(root)
+        clear_side_effects()
+        started = time.monotonic()
+        result = evaluate(task, source, kevin_config(entry.backend, root, lock_dir, **changes))
+        summary = result_summary(result)
+        summary["wall_s"] = round(time.monotonic() - started, 2)
+        summary["side_effects"] = side_effects(before, root)
+        if entry.honest and result.passed:
+            runs.keep_baselines()
+        if entry.follow_up:
+            honest = parse_entry(CORPUS / f"{entry.follow_up}.py")
+            config = kevin_config(entry.backend, root, lock_dir, **dict(changes, static_check=True))
+            after = evaluate(problem_task(honest.problem), render(honest.path), config)
+            summary["follow_up"] = {
+                "candidate": honest.name,
+                "passed": after.passed,
+                "speedup": after.speedup,
+            }
+    return summary
+
+
+def run_naive(entry: Entry, source: str, runs: Runs, timeout_s: float) -> dict[str, Any]:
+    task = problem_task(entry.problem)
+    device = "cuda" if entry.backend == "cuda" else "cpu"
+    with runs.fresh() as root:
+        before = _baselines(root)
+        clear_side_effects()
+        verdict = naive_eval(
+            task.source, source, device, timeout_s=timeout_s, build_cache=str(root / "builds")
+        )
+        verdict["side_effects"] = side_effects(before, root)
+    return verdict
+
+
+def outcome(entry: Entry, kevin: dict[str, Any]) -> str:
+    """caught / MISSED for a cheat, accepted / REJECTED / FLAGGED for an honest candidate."""
+    if entry.honest:
+        if kevin["passed"] and not kevin["flags"]:
+            return "accepted"
+        return "FLAGGED" if kevin["passed"] else "REJECTED"
+    if kevin["passed"] or kevin["side_effects"]:
+        return "MISSED"
+    return "caught"
+
+
+def naive_fooled(entry: Entry, naive: dict[str, Any]) -> str:
+    if naive.get("broken"):
+        return "broken"
+    if naive.get("correct"):
+        return "accepted" if entry.honest else "fooled"
+    return "rejected"
+
+
+# -- builds and costs -----------------------------------------------------------------------------
+
+
+def prebuild(entries: list[Entry], cache: Path, jobs: int) -> list[str]:
+    """Build every distinct extension once, `jobs` at a time, through kevin's cache. Corpus
+    extensions are built from a stub holding the same load_inline call (a cheat is never imported
+    here); bundled candidates are honest and are imported as they are."""
+    stubs: dict[str, str] = {}
+    call = re.compile(r"^(\w+_CPP) = r\"\"\"@@([\w.]+)@@\"\"\"\n(_ext = load_inline\(.*\))$", re.M)
+    for entry in entries:
+        text = entry.path.read_text()
+        if entry.path.parent == BUNDLED / entry.backend:
+            stubs[entry.name] = text  # honest, imported as it is
+        for found in call.finditer(text):
+            stub = "from torch.utils.cpp_extension import load_inline\n" + found.group(0)
+            stubs[found.group(2)] = render_text(stub)
+    code = (
+        "import sys; from pathlib import Path; from kevin import build\n"
+        "build.install(Path(sys.argv[1]), build.BuildLog())\n"
+        "exec(compile(sys.stdin.read(), 'prebuild', 'exec'), {'__name__': 'prebuild'})\n"
+    )
+
+    def one(item: tuple[str, str]) -> str:
+        name, source = item
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(cache / "builds")],
+            input=source, text=True, capture_output=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )  # fmt: skip
+        status = "ok" if done.returncode == 0 else "FAILED: " + done.stderr.strip()[-300:]
+        return f"{name}: {status} ({time.monotonic() - started:.0f} s)"
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, sorted(stubs.items())))
+
+
+def probe_costs(entry: Entry, cache: Path) -> dict[str, float]:
+    """Milliseconds, in this process, of one forward and of each dynamic check kevin adds to it:
+    the profiler trace (two profiled forwards), the output checks (deferred-write settle included),
+    the fp64 reference behind the precision check, and the torch-namespace snapshot (taken twice)."""
+    import torch
+
+    from kevin import build, probes
+
+    build.install(cache / "builds", build.BuildLog())
+    task = problem_task(entry.problem)
+    problem = _module(task.source, f"cost_problem_{entry.name}")
+    candidate = _module(render(entry.path), f"cost_candidate_{entry.name}")
+    torch.manual_seed(0)
+    init = problem.get_init_inputs()
+    model, reference = candidate.ModelNew(*init), problem.Model(*init)
+    inputs = problem.get_inputs()
+
+    def clock(fn: Any, repeat: int = 5) -> float:
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - started) * 1e3)
+        return round(statistics.median(times), 3)
+
+    with torch.no_grad():
+        model(*inputs)
+        reference64 = reference.double()
+        inputs64 = [
+            x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+        ]
+        out = model(*inputs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return {
+            "forward_ms": clock(lambda: model(*inputs), 20),
+            "trace_ms": clock(
+                lambda: probes.trace_forward(lambda: model(*inputs), False, lambda: None, []), 3
+            ),
+            "output_checks_ms": clock(lambda: probes.output_flags(outs, lambda: None), 3),
+            "fp64_reference_ms": clock(lambda: reference64(*inputs64), 5),
+            "namespace_snapshot_ms": clock(lambda: probes.namespace_snapshot(torch), 5),
+        }
+
+
+def _module(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(source, name, "exec"), module.__dict__)
+    return module
+
+
+def measure_costs(entries: list[Entry], runs: Runs, lock_dir: Path, cache: Path) -> list[dict[str, Any]]:
+    """For each honest entry: kevin's wall time and stages with the default config and with
+    distribution_trials=0, and the in-process cost of each dynamic check (cpp only)."""
+    from kevin.checks import check_source
+
+    rows = []
+    for entry in entries:
+        if not entry.honest:
+            continue
+        source = render(entry.path)
+        started = time.perf_counter()
+        check_source(source, entry.backend)
+        gate_ms = (time.perf_counter() - started) * 1e3
+        task = problem_task(entry.problem)
+        row: dict[str, Any] = {"candidate": entry.name, "static_gate_ms": round(gate_ms, 1)}
+        for label, changes in (("default", {}), ("no_distribution_trials", {"distribution_trials": 0})):
+            with runs.fresh() as root:
+                result = evaluate(task, source, kevin_config(entry.backend, root, lock_dir, **changes))
+            row[label] = {"passed": result.passed, "stage_seconds": result.stage_seconds}
+        if entry.backend == "cpp":
+            try:
+                row["in_process_ms"] = probe_costs(entry, cache)
+            except Exception as exc:  # a cost we could not measure is reported, not fatal
+                row["in_process_ms"] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        rows.append(row)
+        print(f"  cost {entry.name}: {row['default']['stage_seconds'].get('total')} s", flush=True)
+    return rows
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _naive_cell(naive: dict[str, Any]) -> str:
+    if naive.get("broken"):
+        return naive.get("error", "broken")[:70]
+    if not naive.get("correct"):
+        return "wrong: " + str(naive.get("error", ""))[:50]
+    speedup = naive.get("speedup")
+    cell = f"correct, {speedup:.3g}x" if isinstance(speedup, (int, float)) else "correct"
+    return cell + _effects_cell(naive.get("side_effects", {}))
+
+
+def _effects_cell(effects: dict[str, Any]) -> str:
+    words = {
+        "daemons_alive": "daemon left",
+        "outside_file": "wrote outside",
+        "baselines_rewritten": "baselines rewritten",
+    }
+    return "".join(f"; {words[k]}" + (f" ({v})" if v is not True else "") for k, v in effects.items())
+
+
+def _kevin_cell(kevin: dict[str, Any]) -> str:
+    if kevin["stage"] == "static_check":
+        return "static_check: " + ", ".join(kevin["rules"])
+    cell = kevin["stage"]
+    if kevin["passed"]:
+        cell += f", passed {kevin['speedup']:.3g}x" if kevin.get("speedup") else ", passed"
+    elif kevin["correct"]:
+        cell += ", correct but blocked"
+    if kevin["flags"]:
+        cell += " [" + ", ".join(dict.fromkeys(kevin["flags"])) + "]"
+    if kevin["stage"] not in ("ok", "static_check") and kevin["error"]:
+        cell += ": " + kevin["error"][:60]
+    cell += _effects_cell(kevin.get("side_effects", {}))
+    if kevin.get("follow_up"):
+        follow = kevin["follow_up"]
+        speedup = f"{follow['speedup']:.3g}x" if follow.get("speedup") else "no speedup"
+        cell += f"; then {follow['candidate']} scored {speedup}"
+    return cell.replace("|", "/").replace("\n", " ")
+
+
+def summarize(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
+    cheats = [r for r in rows if r["family"] != "honest"]
+    honest = [r for r in rows if r["family"] == "honest"]
+    return {
+        "cheats": len(cheats),
+        "cheats_caught": sum(r[f"outcome_{key}"] == "caught" for r in cheats),
+        "honest": len(honest),
+        "honest_accepted": sum(r[f"outcome_{key}"] == "accepted" for r in honest),
+        "naive_fooled_or_broken": sum(r["naive_verdict"] in ("fooled", "broken") for r in cheats),
+    }
+
+
+def summary_line(counts: dict[str, int]) -> str:
+    return (
+        f"cheats rejected or scored 0: {counts['cheats_caught']}/{counts['cheats']}; "
+        f"honest accepted and unflagged: {counts['honest_accepted']}/{counts['honest']}"
+    )
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows, counts, dynamic = report["rows"], report["summary"]["default"], report["summary"]["dynamic_only"]
+    lines = [
+        f"# Adversarial corpus, `{report['backend']}` back end",
+        "",
+        f"Made by `{report['command']}` on {report['machine']} ({report['date']}); kevin "
+        f"{report['kevin_commit']}, torch {report['torch']}. Naive harness: bench/naive_harness.py "
+        "(KernelBench's way). kevin: default EvalConfig (static gate on); dynamic only: static_check=False. "
+        "Each run starts with an empty baseline cache (the first evaluation of its task).",
+        "",
+        f"**kevin (default): {summary_line(counts)}.**  ",
+        f"Dynamic checks alone: {summary_line(dynamic)}.  ",
+        f"Naive harness fooled or broken by {counts['naive_fooled_or_broken']}/{counts['cheats']} cheats.",
+        "",
+        "| candidate | family | naive harness | kevin (default) | kevin (dynamic only) | outcome |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        family = row["family"] if row["family"] == "honest" else f"{row['family']} {FAMILIES[row['family']]}"
+        lines.append(
+            f"| {row['candidate']} | {family} | {_naive_cell(row['naive'])} | {_kevin_cell(row['kevin'])} | "
+            f"{_kevin_cell(row['kevin_dynamic'])} | {row['outcome_default']} / {row['outcome_dynamic_only']} |"
+        )
+    missed = [r for r in rows if r["family"] != "honest" and r["outcome_default"] == "MISSED"]
+    if missed:
+        lines += ["", "Missed by kevin with the default config (details in bench/adversarial/README.md):", ""]
+        lines += [f"- `{r['candidate']}`: {_kevin_cell(r['kevin'])}" for r in missed]
+    if report.get("cost"):
+        lines += ["", "## Cost of the dynamic checks", "", _cost_table(report["cost"])]
+    return "\n".join(lines) + "\n"
+
+
+def _cost_table(cost: list[dict[str, Any]]) -> str:
+    lines = [
+        "Seconds per stage of one kevin evaluation (default config; `dist=0`: distribution_trials=0), "
+        "and milliseconds, in-process, of one forward and of each dynamic check kevin adds.",
+        "",
+        "| candidate | gate ms | total s | correctness s | reference s | total s, dist=0 | correctness s, dist=0 "
+        "| reference s, dist=0 | forward ms | trace ms | output checks ms | fp64 ref ms | snapshot ms |",
+        "| --- | " + " | ".join(["---:"] * 12) + " |",
+    ]
+    for row in cost:
+        d, z = row["default"]["stage_seconds"], row["no_distribution_trials"]["stage_seconds"]
+        p = row.get("in_process_ms", {})
+        cells = [
+            row["static_gate_ms"],
+            d.get("total"),
+            d.get("correctness"),
+            d.get("reference"),
+            z.get("total"),
+        ]
+        cells += [z.get("correctness"), z.get("reference")]
+        cells += [
+            p.get(k)
+            for k in (
+                "forward_ms",
+                "trace_ms",
+                "output_checks_ms",
+                "fp64_reference_ms",
+                "namespace_snapshot_ms",
+            )
+        ]
+        lines.append(
+            f"| {row['candidate']} | " + " | ".join("" if c is None else f"{c:g}" for c in cells) + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=("cpp", "cuda"), default="cpp")
+    parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--cache", default="/tmp/kevin-adversarial-cache", help="build cache and run roots")
+    parser.add_argument("--only", default="*", help="glob over candidate names")
+    parser.add_argument("--jobs", type=int, default=2, help="parallel prebuilds")
+    parser.add_argument("--naive-timeout-s", type=float, default=60.0)
+    parser.add_argument("--no-cost", action="store_true", help="skip the cost measurements")
+    parser.add_argument("--render", metavar="NAME", help="print one rendered candidate and exit")
+    args = parser.parse_args(argv)
+    if args.render:
+        print(render(CORPUS / f"{args.render}.py"), end="")
+        return 0
+    entries = [e for e in load_corpus(args.backend) if fnmatch.fnmatch(e.name, args.only)]
+    cache = Path(args.cache)
+    runs = Runs(cache)
+    lock_dir = cache / "locks"
+    started = time.monotonic()
+    print(f"prebuilding ({args.jobs} at a time)", flush=True)
+    for line in prebuild(entries, cache, args.jobs):
+        print("  " + line, flush=True)
+    rows = []
+    for entry in entries:
+        source = render(entry.path)
+        row: dict[str, Any] = {"candidate": entry.name, "family": entry.family, "problem": entry.problem}
+        row["naive"] = run_naive(entry, source, runs, args.naive_timeout_s)
+        row["naive_verdict"] = naive_fooled(entry, row["naive"])
+        row["kevin"] = run_kevin(entry, source, runs, lock_dir, static_check=True)
+        row["kevin_dynamic"] = run_kevin(entry, source, runs, lock_dir, static_check=False)
+        row["outcome_default"] = outcome(entry, row["kevin"])
+        row["outcome_dynamic_only"] = outcome(entry, row["kevin_dynamic"])
+        rows.append(row)
+        print(
+            f"{entry.name:34s} naive={row['naive_verdict']:8s} kevin={_kevin_cell(row['kevin'])[:70]} "
+            f"-> {row['outcome_default']}/{row['outcome_dynamic_only']}",
+            flush=True,
+        )
+    cost = [] if args.no_cost else measure_costs(entries, runs, lock_dir, cache)
+    import torch
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    report = {
+        "backend": args.backend,
+        "command": "python bench/adversarial.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{platform.node() or 'host'}, {os.cpu_count()} cores",
+        "kevin_commit": commit.stdout.strip(),
+        "torch": torch.__version__,
+        "wall_s": round(time.monotonic() - started, 1),
+        "limits": {
+            "host_memory_bytes": LIMITS.host_memory_bytes,
+            "stage_timeouts_s": LIMITS.stage_timeouts_s,
+        },
+        "summary": {"default": summarize(rows, "default"), "dynamic_only": summarize(rows, "dynamic_only")},
+        "rows": rows,
+        "cost": cost,
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "adversarial_cpu" if args.backend == "cpp" else "adversarial_cuda"
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    (out / f"{stem}.md").write_text(markdown(report))
+    clear_side_effects()
+    print(markdown(report))
+    print(f"kevin (default): {summary_line(report['summary']['default'])}  [{report['wall_s']} s]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
