@@ -20,8 +20,9 @@ crashed or said nothing (the harness could not give a verdict at all).
 
 Two things here are not naive, and neither changes a verdict: the child runs in a session of its
 own, killed as a group on timeout, with its output in files (so a candidate's grandchildren cannot
-hang this process by holding a pipe), and an address-space limit (`ADDRESS_SPACE_BYTES`) stands in
-for the machine's memory, so an abusive candidate fails instead of taking a shared machine down.
+hang this process by holding a pipe), and on the CPU an address-space limit (`ADDRESS_SPACE_BYTES`)
+stands in for the machine's memory, so an abusive candidate fails instead of taking a shared machine
+down (not on a GPU: a CUDA context reserves far more address space than it uses).
 Builds may go through kevin's build cache (`build_cache`), which is plain load_inline behind a
 content-addressed directory: it saves compile time and nothing else.
 """
@@ -81,7 +82,7 @@ def naive_eval(
                 stderr=err,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_limit_address_space,
+                preexec_fn=None if device.startswith("cuda") else _limit_address_space,
             )
             try:
                 returncode = child.wait(timeout=timeout_s)
