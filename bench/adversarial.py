@@ -116,6 +116,18 @@ def render_text(text: str) -> str:
     return text
 
 
+def default_cache() -> Path:
+    """/tmp/kevin-adversarial-cache/<environment>: one build cache per Python environment. torch
+    writes absolute include paths into an extension's build.ninja, so two environments with the same
+    torch version (same kevin build key) sharing a build directory would rebuild each other's work."""
+    import hashlib
+
+    import torch
+
+    tag = hashlib.sha256(f"{sys.prefix}|{torch.__file__}".encode()).hexdigest()[:10]
+    return Path("/tmp/kevin-adversarial-cache") / tag
+
+
 def parse_entry(path: Path) -> Entry:
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
 
@@ -585,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("cpp", "cuda"), default="cpp")
     parser.add_argument("--out", default="bench/results")
-    parser.add_argument("--cache", default="/tmp/kevin-adversarial-cache", help="build cache and run roots")
+    parser.add_argument("--cache", default=None, help="build and baseline cache (default: default_cache())")
     parser.add_argument("--only", default="*", help="glob over candidate names")
     parser.add_argument("--jobs", type=int, default=2, help="parallel prebuilds")
     parser.add_argument("--naive-timeout-s", type=float, default=60.0)
@@ -598,10 +610,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.probe_costs:
         entry = next(e for e in load_corpus(args.backend) if e.name == args.probe_costs)
-        print(json.dumps(probe_costs_here(entry, Path(args.cache))))
+        print(json.dumps(probe_costs_here(entry, Path(args.cache or default_cache()))))
         return 0
     entries = [e for e in load_corpus(args.backend) if fnmatch.fnmatch(e.name, args.only)]
-    cache = Path(args.cache)
+    cache = Path(args.cache) if args.cache else default_cache()
     runs = Runs(cache)
     lock_dir = cache / "locks"
     started = time.monotonic()

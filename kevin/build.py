@@ -78,6 +78,9 @@ def _toolchain_fingerprint() -> dict[str, str]:
 
     return {
         "torch": torch.__version__,
+        # torch writes absolute include paths into build.ninja: two environments with the same
+        # version must not share a build directory, or each rebuilds the other's work.
+        "torch_path": os.path.dirname(torch.__file__),
         "cuda": str(torch.version.cuda),
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),

@@ -31,7 +31,7 @@ from naive_harness import naive_eval  # noqa: E402
 from kevin.sandbox import Limits  # noqa: E402
 from kevin.timing import TimingConfig  # noqa: E402
 
-CACHE = Path(os.environ.get("KEVIN_ADVERSARIAL_CACHE", "/tmp/kevin-adversarial-cache"))
+CACHE = Path(os.environ.get("KEVIN_ADVERSARIAL_CACHE") or adversarial.default_cache())
 ENTRIES = {e.name: e for e in adversarial.load_corpus("cpp")}
 CHEATS = sorted(name for name, e in ENTRIES.items() if not e.honest)
 HONEST = sorted(name for name, e in ENTRIES.items() if e.honest)
