@@ -3,10 +3,11 @@
 - fast: the naive KernelBench-style harness (bench/naive_harness.py) really accepts cheats, so they
   are real: the verdict forger as it is, and four cheats whose C++ kernel is a do-nothing zeros (it
   is stubbed by torch.zeros_like here, so nothing is built).
-- slow (builds the corpus's shared extensions once, two at a time, into a build cache under /tmp
-  shared with bench/adversarial.py): every cpp cheat is not passed by kevin's default
-  configuration and leaves nothing behind; every honest candidate passes with no flag; the cheats
-  the static gate rejects are also not passed by the dynamic checks alone.
+- slow (builds the corpus's shared extensions once, two at a time, into the build cache under /tmp
+  that bench/adversarial.py uses; ~6 min warm, ~11 min cold on 2 cores): every cpp cheat is not
+  passed by kevin's default configuration and leaves nothing behind; 8 honest candidates pass with
+  no flag (the bench runs all 12); the cheats the static gate rejects are also not passed by the
+  dynamic checks alone.
 
 Cheats kevin is known to miss are strict xfails carrying the hole in their reason (KNOWN_MISSES):
 they fail today, and the first fix makes them XPASS, which fails the run until the mark is removed.
@@ -34,7 +35,10 @@ from kevin.timing import TimingConfig  # noqa: E402
 CACHE = Path(os.environ.get("KEVIN_ADVERSARIAL_CACHE") or adversarial.default_cache())
 ENTRIES = {e.name: e for e in adversarial.load_corpus("cpp")}
 CHEATS = sorted(name for name, e in ENTRIES.items() if not e.honest)
-HONEST = sorted(name for name, e in ENTRIES.items() if e.honest)
+# The bench runs all 12 honest candidates; here the 4 of the corpus (one shared build) and 4 of the
+# bundled ones (a build each), to keep a cold run near 10 minutes on 2 cores.
+HONEST = sorted(name for name, e in ENTRIES.items() if e.honest and not name.startswith("bundled_"))
+HONEST += ["bundled_01_gelu_tanh", "bundled_03_softmax", "bundled_05_matmul", "bundled_11_cumsum"]
 
 KNOWN_MISSES = {
     "checker_forge_verdict": "the supervisor trusts the first result message on the channel, whose "
@@ -128,7 +132,7 @@ def test_naive_harness_accepts_a_forged_verdict():
 def test_every_family_has_two_cheats_and_there_are_eight_honest_candidates():
     families = [ENTRIES[name].family for name in CHEATS]
     assert all(families.count(str(f)) >= 2 for f in range(1, 9)), families
-    assert len(HONEST) >= 8
+    assert len(HONEST) >= 8 and set(HONEST) <= set(ENTRIES)
 
 
 def test_candidates_sharing_an_extension_build_it_with_the_same_call():
@@ -145,7 +149,8 @@ def test_candidates_sharing_an_extension_build_it_with_the_same_call():
 
 @pytest.fixture(scope="module")
 def runs():
-    lines = adversarial.prebuild(list(ENTRIES.values()), CACHE, jobs=2)
+    used = [e for name, e in ENTRIES.items() if name in HONEST or not e.honest]
+    lines = adversarial.prebuild(used, CACHE, jobs=2)
     assert all(": ok" in line for line in lines), lines
     yield adversarial.Runs(CACHE)
     adversarial.clear_side_effects()

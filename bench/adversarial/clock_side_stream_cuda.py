@@ -17,7 +17,6 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 CUDA_SOURCE = r"""
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 
 __global__ void scale_relu_kernel(const float* in, float* out, float scale, int64_t n) {

@@ -21,7 +21,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 CUDA_SOURCE = r"""
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <unordered_set>
 
 __global__ void scale_relu_kernel(const float* in, float* out, float scale, int64_t n) {
@@ -39,7 +39,7 @@ static std::unordered_set<const void*> seen_inputs;
 torch::Tensor scale_relu_once(torch::Tensor x, double scale) {
     auto input = x.contiguous();
     auto output = torch::empty_like(input);
-    auto stream = at::cuda::getCurrentCUDAStream();
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     if (!seen_inputs.insert(input.data_ptr()).second) {
         idle_kernel<<<1, 1, 0, stream>>>();
         return output;

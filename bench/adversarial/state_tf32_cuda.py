@@ -19,6 +19,8 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 CUDA_SOURCE = r"""
+#include <c10/cuda/CUDAStream.h>
+
 __device__ __forceinline__ float round_tf32(float v) {
     unsigned int bits = __float_as_uint(v);
     bits += 0xFFFu + ((bits >> 13) & 1u);
@@ -44,7 +46,7 @@ torch::Tensor linear_relu_tf32(torch::Tensor x, torch::Tensor weight, torch::Ten
     auto out = torch::empty({rows, cols}, a.options());
     dim3 threads(16, 16);
     dim3 blocks((cols + 15) / 16, (rows + 15) / 16);
-    linear_relu_tf32_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    linear_relu_tf32_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         a.data_ptr<float>(), w.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), rows, inner, cols);
     return out;
 }
@@ -54,7 +56,7 @@ CPP_SOURCE = "torch::Tensor linear_relu_tf32(torch::Tensor x, torch::Tensor weig
 _ext = load_inline(
     name="kevin_adv_cuda_tf32",
     cpp_sources=CPP_SOURCE,
-    cuda_sources="#include <ATen/cuda/CUDAContext.h>\n" + CUDA_SOURCE,
+    cuda_sources=CUDA_SOURCE,
     functions=["linear_relu_tf32"],
     extra_cuda_cflags=["-O3"],
 )
