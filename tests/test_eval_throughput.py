@@ -1,0 +1,218 @@
+"""bench/eval_throughput.py on the CPU: the candidate set's composition, the static gate on every
+candidate, the plumbing that needs no GPU (directories, order, verdicts, numbers, the report); one
+`gpu` test runs a tiny slice of the real benchmark."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CANDIDATES = REPO / "bench" / "candidates" / "throughput"
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("eval_throughput_bench", REPO / "bench" / "eval_throughput.py")
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    return bench.load_manifest()
+
+
+def test_candidate_set_composition(manifest):
+    assert len(manifest) >= 64
+    kinds = {row["kind"] for row in manifest}
+    assert kinds == {"correct", "slow", "wrong", "compile_error"}
+    expected = {"correct": "correct", "slow": "correct", "wrong": "wrong", "compile_error": "compile_error"}
+    for row in manifest:
+        assert row["expected"] == expected[row["kind"]], row["id"]
+        assert Path(row["path"]).is_file(), row["id"]
+        assert row["problem"].startswith(("level1/", "level2/")), row["id"]
+        if row["kind"] in ("wrong", "compile_error", "slow"):
+            assert row["note"], f"{row['id']}: say what is wrong or slow"
+    share = {kind: sum(r["kind"] == kind for r in manifest) / len(manifest) for kind in kinds}
+    assert share["correct"] + share["slow"] >= 0.5
+    assert share["wrong"] >= 0.15 and share["compile_error"] >= 0.1
+    assert len({row["problem"] for row in manifest}) >= 16
+    assert {row["problem"].split("/")[0] for row in manifest} == {"level1", "level2"}
+
+
+def test_candidates_are_distinct_builds(manifest):
+    sources = [Path(row["path"]).read_text() for row in manifest]
+    assert len(set(sources)) == len(sources)
+    names = [re.search(r'load_inline\(\s*name="([^"]+)"', s).group(1) for s in sources]
+    assert len(set(names)) == len(names)
+    for source in sources:
+        assert "#include <torch/extension.h>" in source
+        assert "ATen/cuda/CUDAContext.h" not in source
+        assert "class ModelNew(nn.Module)" in source
+
+
+def test_every_candidate_passes_the_static_gate(manifest):
+    from kevin import checks
+
+    for row in manifest:
+        report = checks.check_source(Path(row["path"]).read_text(), "cuda")
+        assert report.ok, (row["id"], [v.message for v in report.violations])
+
+
+def test_generator_reproduces_the_committed_files(manifest):
+    generate = _load("throughput_generate", CANDIDATES / "generate.py")
+    rows = generate.catalogue()
+    assert [r["name"] for r in rows] == [m["id"] for m in manifest]
+    for row, entry in zip(rows, manifest):
+        assert (CANDIDATES / entry["candidate"]).read_text() == row["source"], row["name"]
+        assert row["kind"] == entry["kind"]
+
+
+def test_kernelbench_dir_resolution(tmp_path, monkeypatch):
+    assert bench.kernelbench_dir(str(tmp_path), {}) == tmp_path
+    assert bench.kernelbench_dir(None, {"KEVIN_KERNELBENCH_DIR": "/x/kb"}) == Path("/x/kb")
+    monkeypatch.setattr(bench, "REPO", tmp_path / "repo")
+    assert bench.kernelbench_dir(None, {}) == tmp_path / "repo" / ".kb"
+    (tmp_path / "shared" / "kernelbench_data").mkdir(parents=True)
+    assert bench.kernelbench_dir(None, {}) == tmp_path / "shared" / "kernelbench_data"
+
+
+def test_plain_order_covers_every_kind_early(manifest):
+    order = bench.interleaved(manifest)
+    assert sorted(r["id"] for r in order) == sorted(r["id"] for r in manifest)
+    assert {r["kind"] for r in order[:4]} == set(bench.KINDS)
+    assert {r["problem"].split("/")[0] for r in order[:8]} == {"level1", "level2"}
+
+
+def test_list_problems_and_dry_run(capsys, tmp_path, manifest):
+    assert bench.main(["--list-problems"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert listed == bench.problems_needed(manifest)
+    assert bench.main(["--dry-run", "--kernelbench", str(tmp_path)]) == 1  # no problem files there
+    assert "missing" in capsys.readouterr().out
+
+
+def test_verdicts_from_results():
+    assert bench.kevin_verdict({"stage": "ok", "correct": True, "flags": []}) == "correct"
+    assert bench.kevin_verdict({"stage": "ok", "correct": True, "flags": ["library_kernels"]}) == "flagged"
+    assert bench.kevin_verdict({"stage": "compile"}) == "compile_error"
+    assert bench.kevin_verdict({"stage": "correctness"}) == "wrong"
+    assert bench.kevin_verdict({"stage": "runtime", "blame": "candidate"}) == "wrong"
+    assert bench.kevin_verdict({"stage": "runtime", "blame": "infrastructure"}) == "error"
+    assert bench.kevin_verdict({"stage": "static_check"}) == "rejected"
+    assert bench.kevin_verdict({"stage": "timeout"}) == "timeout"
+    assert bench.plain_verdict({"compiled": False}) == "compile_error"
+    assert bench.plain_verdict({"compiled": True, "correct": False}) == "wrong"
+    assert bench.plain_verdict({"compiled": True, "correct": True}) == "correct"
+    assert bench.plain_verdict({"broken": True, "timed_out": True}) == "timeout"
+
+
+def test_percentiles_and_gpu_summary():
+    assert bench.percentile([], 50) is None
+    assert bench.percentile([3.0], 90) == 3.0
+    assert bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert bench.percentile([0.0, 10.0], 90) == pytest.approx(9.0)
+    assert bench.gpu_summary([0.0, 50.0, 100.0, 0.0], "nvidia-smi") == {
+        "source": "nvidia-smi", "samples": 4, "mean_utilization_pct": 37.5, "busy_share": 0.5}
+    assert bench.gpu_summary([], None)["busy_share"] is None
+
+
+def _synthetic_report(manifest):
+    rows = manifest[:4]
+    kevin_rows = [
+        {"id": rows[0]["id"], "verdict": "correct", "speedup": 0.8, "timing": {"build_cache_hit": False},
+         "stage_seconds": {"build": 60.0, "wait_gpu": 5.0, "correctness": 1.0, "timing": 2.0}},
+        {"id": rows[1]["id"], "verdict": "compile_error", "timing": {}, "stage_seconds": {"compile": 40.0}},
+        {"id": rows[2]["id"], "verdict": "correct", "timing": {"build_cache_hit": True},
+         "stage_seconds": {"build": 0.1, "inputs": 0.5, "timing": 2.5}},
+        {"id": rows[3]["id"], "verdict": "not_run"},
+    ]
+    plain_rows = [
+        {"id": rows[0]["id"], "verdict": "correct", "build_s": 70.0, "gpu_s": 3.0, "speedup": 0.7},
+        {"id": rows[1]["id"], "verdict": "wrong", "build_s": 65.0, "gpu_s": 1.0},
+    ]
+    table = bench.verdict_table(rows, plain_rows, kevin_rows)
+    return rows, kevin_rows, plain_rows, {
+        "pass": "cold",
+        "command": "python bench/eval_throughput.py",
+        "environment": {"gpu": "NVIDIA H200", "cores": 16, "torch": "2.11"},
+        "config": {"jobs": 14},
+        "gpu": bench.gpu_summary([0.0, 90.0], "nvidia-smi"),
+        "kevin": {"rows": kevin_rows, "summary": bench.summarize_kevin(kevin_rows, 360.0)},
+        "plain": {"rows": plain_rows, "summary": bench.summarize_plain(plain_rows, 180.0)},
+        "verdicts": table,
+        "agreement": bench.agreement(table),
+    }
+
+
+def test_summaries_on_synthetic_results(manifest):
+    rows, _, _, report = _synthetic_report(manifest)
+    kevin = report["kevin"]["summary"]
+    assert kevin["finished"] == 3 and kevin["of"] == 4
+    assert kevin["candidates_per_hour"] == pytest.approx(30.0)
+    assert kevin["build_s_cold"]["n"] == 2 and kevin["build_s_cold"]["p50"] == pytest.approx(50.0)
+    assert kevin["build_s_cached"] == {"n": 1, "p50": 0.1, "p90": 0.1, "max": 0.1}
+    assert kevin["gpu_held_s"] == pytest.approx(6.0)  # correctness + timing + inputs + timing, not wait_gpu
+    plain = report["plain"]["summary"]
+    assert plain["candidates_per_hour"] == pytest.approx(40.0)
+    assert plain["build_s"]["p50"] == pytest.approx(67.5)
+    agreement = report["agreement"]
+    assert agreement["both_finished"] == 2 and agreement["agree"] == 1
+    assert agreement["disagree"] == [rows[1]["id"]]
+    assert report["verdicts"][3]["kevin"] is None and report["verdicts"][3]["agree"] is None
+
+
+def test_markdown_and_summary_text(manifest):
+    rows, _, _, report = _synthetic_report(manifest)
+    text = bench.markdown([report])
+    assert "| (a) plain load_inline, sequential | 2 | 180.0 | 40 |" in text
+    assert "candidates/hour" in text and "NVIDIA H200" in text
+    for row in rows:
+        assert f"| {row['id']} |" in text
+    assert "**no**" in text
+    line = bench.summary_text(report)
+    assert "kevin 3/4" in line and "verdicts agree 1/2" in line
+
+
+def test_cold_cache_is_only_cleared_when_ours(tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "something").write_text("x")
+    with pytest.raises(SystemExit):
+        bench.prepare_cache(foreign, cold=True)
+    ours = tmp_path / "ours"
+    bench.prepare_cache(ours, cold=True)
+    (ours / "builds").mkdir()
+    (ours / "builds" / "old").write_text("x")
+    bench.prepare_cache(ours, cold=False)
+    assert (ours / "builds" / "old").exists()
+    bench.prepare_cache(ours, cold=True)
+    assert not (ours / "builds").exists()
+    with pytest.raises(SystemExit):
+        bench.prepare_cache(ours, cold=False)  # nothing cached yet
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_small_slice_on_the_gpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    kb = bench.kernelbench_dir()
+    if not (kb / "level1" / "88_MinGPTNewGelu.py").is_file():
+        pytest.skip(f"KernelBench files not found under {kb}")
+    out = tmp_path / "out"
+    code = bench.main(["--out", str(out), "--only", "l1_88_", "--a-limit", "2", "--jobs", "4",
+                       "--kernelbench", str(kb), "--cache-dir", str(tmp_path / "cache"), "--timing-budget-ms", "200"])
+    assert code == 0
+    report = (out / "eval_throughput.md").read_text()
+    assert "l1_88_scalar" in report
