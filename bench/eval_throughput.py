@@ -31,7 +31,9 @@ Usage on the GPU machine (KernelBench files from --kernelbench, $KEVIN_KERNELBEN
 ../shared/kernelbench_data or .kb/, in that order; `--list-problems` prints the files needed):
     PYTHONPATH=. python bench/eval_throughput.py --out bench/results/h200 --passes cold
     PYTHONPATH=. python bench/eval_throughput.py --out bench/results/h200 --passes cached
-On a CPU: `--dry-run` checks the manifest, the problem files and the static gate, and runs nothing.
+On a CPU: `--dry-run` checks the manifest, the problem files and the static gate, and runs nothing;
+`--report-only` rewrites the markdown from the pass JSONs found under --out (passes run in separate
+device calls, each writing to its own folder, can be copied into one and merged there).
 
 What this does not measure: the plain harness shares the CPU with kevin's builds (its build times
 are contended, as a real sequential harness on an idle machine would not be); plain verdicts use
@@ -727,6 +729,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", default="", help="substring filter on candidate ids (for a quick check)")
     parser.add_argument("--list-problems", action="store_true", help="print the KernelBench files needed and exit")
     parser.add_argument("--dry-run", action="store_true", help="check everything that needs no GPU and exit")
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite eval_throughput.md from the throughput_*.json under --out and exit")
     parser.add_argument("--plain-child", nargs=2, metavar=("PROBLEM", "CANDIDATE"), help=argparse.SUPPRESS)
     parser.add_argument("--lock", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -747,6 +751,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.dry_run:
         return dry_run(manifest, kb)
+    if args.report_only:
+        found = [json.loads(p.read_text()) for p in sorted(Path(args.out).glob("throughput_*.json"))]
+        if not found:
+            print(f"no throughput_*.json under {args.out}", file=sys.stderr)
+            return 2
+        (Path(args.out) / "eval_throughput.md").write_text(markdown(found))
+        for report in found:
+            print(summary_text(report))
+        return 0
     missing = [p for p in problems_needed(manifest) if not (kb / p).is_file()]
     if missing:
         print(f"KernelBench files missing under {kb}: {', '.join(missing)} (see --list-problems)", file=sys.stderr)

@@ -183,6 +183,19 @@ def test_markdown_and_summary_text(manifest):
     assert "kevin 3/4" in line and "verdicts agree 1/2" in line
 
 
+def test_report_only_merges_pass_files(tmp_path, capsys, manifest):
+    import json
+
+    _, _, _, report = _synthetic_report(manifest)
+    assert bench.main(["--report-only", "--out", str(tmp_path)]) == 2
+    (tmp_path / "throughput_cold.json").write_text(json.dumps(report))
+    (tmp_path / "throughput_cached.json").write_text(json.dumps(dict(report, **{"pass": "cached"})))
+    assert bench.main(["--report-only", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "eval_throughput.md").read_text()
+    assert "Pass `cold`" in text and "Pass `cached`" in text
+    assert "pass cached" in capsys.readouterr().out
+
+
 def test_cold_cache_is_only_cleared_when_ours(tmp_path):
     foreign = tmp_path / "foreign"
     foreign.mkdir()
