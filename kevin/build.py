@@ -47,6 +47,10 @@ class BuildRecord:
     seconds: float = 0.0
     cache_hit: bool = False
     error: str = ""
+    fast: bool = False
+    """Built (or cached) by kevin.fastbuild rather than the real load_inline."""
+    fallback: str = ""
+    """Why the fast path was not used, when it was not."""
     module: Any = field(default=None, repr=False, compare=False)
     """The loaded extension (not serialized): kevin.probes instruments it while tracing."""
 
@@ -59,7 +63,15 @@ class BuildLog:
 
     def to_list(self) -> list[dict[str, Any]]:
         return [
-            {"name": r.name, "key": r.key, "seconds": r.seconds, "cache_hit": r.cache_hit, "error": r.error}
+            {
+                "name": r.name,
+                "key": r.key,
+                "seconds": r.seconds,
+                "cache_hit": r.cache_hit,
+                "fast": r.fast,
+                "fallback": r.fallback,
+                "error": r.error,
+            }
             for r in self.records
         ]
 
@@ -86,7 +98,29 @@ def _toolchain_fingerprint() -> dict[str, str]:
         "arch": os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
         "cxx": os.environ.get("CXX", "c++"),
         "nvcc": shutil.which("nvcc") or "",
+        "gpu": _gpu_arch(),
+        "native": _native_digest(),
     }
+
+
+def _gpu_arch() -> str:
+    """The visible GPUs' compute capabilities: torch builds for exactly these by default."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return ""
+    capabilities = (torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count()))
+    return ",".join(f"{major}.{minor}" for major, minor in capabilities)
+
+
+def _native_digest() -> str:
+    """kevin's light headers and shim: a fast build depends on them."""
+    digest = hashlib.sha256()
+    native = Path(__file__).resolve().parent / "native"
+    for path in sorted(native.rglob("*")):
+        if path.is_file() and path.suffix in (".h", ".cpp"):
+            digest.update(path.relative_to(native).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def build_key(bound: dict[str, Any]) -> str:
@@ -108,8 +142,31 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def install(cache_root: Path, log: BuildLog) -> None:
-    """Replace `load_inline` for everything imported after this call (and modules already holding it)."""
+def _fast_or_none(arguments: dict[str, Any], directory: Path, cache_root: Path, record: BuildRecord) -> Any:
+    """The fast build's module, or None (with the reason recorded) when the real build must run."""
+    from kevin import fastbuild
+
+    try:
+        module = fastbuild.build(fastbuild.plan(arguments), directory, cache_root)
+    except fastbuild.FastBuildFailed as exc:
+        lines = [line for line in str(exc).splitlines() if "error" in line]
+        record.fallback = "light headers: " + (lines[0] if lines else "build failed")[:300]
+    except fastbuild.NotEligible as exc:
+        record.fallback = str(exc)
+    except Exception as exc:  # noqa: BLE001 - any surprise in the fast path means: use the real build
+        record.fallback = f"fast path error: {type(exc).__name__}: {exc}"[:300]
+    else:
+        record.fast = True
+        return module
+    shutil.rmtree(directory, ignore_errors=True)
+    return None
+
+
+def install(cache_root: Path, log: BuildLog, fast: bool = True) -> None:
+    """Replace `load_inline` for everything imported after this call (and modules already holding it).
+
+    With `fast`, a cache miss first tries kevin.fastbuild (light headers, shared binding) and
+    falls back to the real build when that does not produce a module."""
     import torch.utils.cpp_extension as cpp_extension
 
     original = cpp_extension.load_inline
@@ -140,7 +197,17 @@ def install(cache_root: Path, log: BuildLog) -> None:
                     shutil.rmtree(directory, ignore_errors=True)
                     directory.mkdir(parents=True, exist_ok=True)
                 (directory / "lock").unlink(missing_ok=True)  # torch's own baton, stale if a build was killed
-                module = original(**arguments)
+                fast_directory = directory / "fast"
+                module = None
+                if record.cache_hit and (fast_directory / "kevin-fast.json").exists():
+                    from kevin import fastbuild
+
+                    module = fastbuild.load(fast_directory, cache_root)
+                    record.fast = True
+                elif not record.cache_hit and fast:
+                    module = _fast_or_none(arguments, fast_directory, cache_root, record)
+                if module is None:
+                    module = original(**arguments)
                 complete.touch()
                 record.module = module
                 return module

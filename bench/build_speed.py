@@ -1,0 +1,207 @@
+"""Build times of load_inline candidates: plain `load_inline` against kevin's build (issue #5).
+
+For each candidate file (a module that calls `load_inline(...)` at import), the call's arguments
+are captured without building, then built in a fresh subprocess, timed inside it:
+
+* plain: torch's `load_inline` into an empty build directory (what a naive harness pays);
+* kevin cold: kevin.build's wrapper with an empty cache (the fast path, or its fallback);
+* kevin hit: the same call again in a new process (the build cache).
+
+This script reports times, whether the fast path was taken (and why not), and whether both builds
+succeed or fail together. What a fast-built module computes is checked elsewhere, by evaluating
+candidates (tests/test_fastbuild.py, the bundled set, bench/eval_throughput.py).
+
+    python bench/build_speed.py --backend cuda --out bench/results/h200/build_speed \
+        --plain-jobs 16            # plain builds 16 at a time (they take ~60 s each)
+
+Kevin's cold builds run one at a time (the latency a single evaluation sees) unless --jobs is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+import torch
+import torch.utils.cpp_extension as ce
+mode, cache, kwargs_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+kwargs = json.loads(Path(kwargs_path).read_text())
+record = {}
+if mode == "plain":
+    kwargs["build_directory"] = str(cache)
+    started = time.perf_counter()
+    try:
+        ce.load_inline(**kwargs)
+        record["ok"] = True
+    except Exception as exc:
+        record["ok"] = False
+        record["error"] = str(exc)[-400:]
+    record["seconds"] = time.perf_counter() - started
+else:
+    from kevin import build
+    log = build.BuildLog()
+    build.install(cache, log, fast=(mode != "kevin-nofast"))
+    started = time.perf_counter()
+    try:
+        ce.load_inline(**kwargs)
+        record["ok"] = True
+    except Exception as exc:
+        record["ok"] = False
+        record["error"] = str(exc)[-400:]
+    record["seconds"] = time.perf_counter() - started
+    record.update({k: v for k, v in log.to_list()[0].items() if k in ("cache_hit", "fast", "fallback")})
+print("RESULT " + json.dumps(record))
+"""
+
+
+def capture(path: Path) -> dict:
+    """The keyword arguments of the candidate's load_inline call, without building anything."""
+    code = (
+        "import json, runpy, sys, inspect\n"
+        "import torch.utils.cpp_extension as ce\n"
+        "real = ce.load_inline\n"
+        "class Captured(Exception):\n    pass\n"
+        "def fake(*a, **k):\n"
+        "    bound = inspect.signature(real).bind(*a, **k)\n"
+        "    print('KWARGS ' + json.dumps(dict(bound.arguments)))\n"
+        "    raise Captured\n"
+        "ce.load_inline = fake\n"
+        "try:\n    runpy.run_path(sys.argv[1])\nexcept Captured:\n    pass\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    for line in done.stdout.splitlines():
+        if line.startswith("KWARGS "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{path}: no load_inline call captured: {done.stderr[-500:]}")
+
+
+def run_child(mode: str, cache: Path, kwargs_file: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(cache), str(kwargs_file)],
+        capture_output=True, text=True, timeout=900, env=env,
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"ok": False, "seconds": float("nan"), "error": (done.stdout + done.stderr)[-400:]}
+
+
+def candidates(backend: str) -> list[Path]:
+    if backend == "cuda":
+        files = sorted((ROOT / "kevin/bundled/cuda").glob("[0-9]*.py"))
+        files += sorted((ROOT / "bench/candidates/kernelbench_l1").glob("*.py"))
+    else:
+        files = sorted((ROOT / "kevin/bundled/cpp").glob("[0-9]*.py"))
+    return files
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(v for v in values if v == v)
+    if not values:
+        return float("nan")
+    index = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
+    return values[index]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["cuda", "cpp"], default="cuda")
+    parser.add_argument("--out", type=Path, required=True, help="directory for build_speed.md / .json")
+    parser.add_argument("--plain-jobs", type=int, default=4, help="plain builds at once (0: skip plain)")
+    parser.add_argument("--jobs", type=int, default=1, help="kevin cold builds at once (default 1: latency)")
+    parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    files = candidates(args.backend)[: args.limit or None]
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kevin-build-speed-"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for path in files:
+        kwargs = capture(path)
+        kwargs_file = work / f"{path.stem}.json"
+        kwargs_file.write_text(json.dumps(kwargs))
+        rows.append({"candidate": path.name, "kwargs": kwargs_file})
+    print(f"{len(rows)} candidates ({args.backend}); work dir {work}", flush=True)
+
+    # Warm-up, not counted: the shim kevin builds once per toolchain.
+    started = time.perf_counter()
+    shim = run_child("kevin", work / "cache-warmup", rows[0]["kwargs"])
+    shim_seconds = time.perf_counter() - started
+    print(f"shim + first build (once per toolchain): {shim_seconds:.1f} s ok={shim['ok']}", flush=True)
+
+    cache = work / "cache"
+    with futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        colds = list(pool.map(lambda r: run_child("kevin", cache, r["kwargs"]), rows))
+    for row, cold in zip(rows, colds):
+        row["kevin_cold"] = cold
+        row["kevin_hit"] = run_child("kevin", cache, row["kwargs"])
+        print(f"{row['candidate']:40s} cold {cold['seconds']:7.2f} s fast={cold.get('fast')} "
+              f"hit {row['kevin_hit']['seconds']:.3f} s {cold.get('fallback', '')[:80]}", flush=True)
+
+    if args.plain_jobs:
+        started = time.perf_counter()
+        with futures.ThreadPoolExecutor(args.plain_jobs) as pool:
+            plains = list(pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), rows))
+        plain_wall = time.perf_counter() - started
+        for row, plain in zip(rows, plains):
+            row["plain"] = plain
+    else:
+        plain_wall = float("nan")
+
+    cold = [r["kevin_cold"]["seconds"] for r in rows]
+    hit = [r["kevin_hit"]["seconds"] for r in rows]
+    plain = [r["plain"]["seconds"] for r in rows if "plain" in r]
+    fast = sum(bool(r["kevin_cold"].get("fast")) for r in rows)
+    summary = {
+        "backend": args.backend,
+        "candidates": len(rows),
+        "fast_path": fast,
+        "kevin_cold_median_s": percentile(cold, 50),
+        "kevin_cold_p90_s": percentile(cold, 90),
+        "kevin_hit_median_s": percentile(hit, 50),
+        "kevin_hit_max_s": max(hit) if hit else float("nan"),
+        "plain_median_s": percentile(plain, 50) if plain else None,
+        "plain_jobs": args.plain_jobs,
+        "plain_wall_s": plain_wall,
+        "kevin_jobs": args.jobs,
+        "shim_once_s": shim_seconds,
+        "all_built": all(r["kevin_cold"]["ok"] for r in rows),
+        "plain_agrees": all(r["kevin_cold"]["ok"] == r["plain"]["ok"] for r in rows if "plain" in r),
+    }
+    lines = [
+        f"# Build times ({args.backend}, {len(rows)} candidates)",
+        "",
+        "| candidate | plain load_inline s | kevin cold s | fast path | kevin cache hit s | note |",
+        "|---|---:|---:|---|---:|---|",
+    ]
+    for r in rows:
+        p = r.get("plain", {}).get("seconds", float("nan"))
+        c, h = r["kevin_cold"], r["kevin_hit"]
+        note = c.get("fallback", "") or ("" if c["ok"] else "build failed: " + c.get("error", "")[:80])
+        lines.append(f"| {r['candidate']} | {p:.1f} | {c['seconds']:.2f} | {'yes' if c.get('fast') else 'no'} | "
+                     f"{h['seconds']:.3f} | {note[:100].replace('|', '/')} |")
+    lines += ["", "```", json.dumps(summary, indent=2), "```", ""]
+    (args.out / "build_speed.md").write_text("\n".join(lines))
+    (args.out / "build_speed.json").write_text(json.dumps({"summary": summary, "rows": [
+        {k: v for k, v in r.items() if k != "kwargs"} for r in rows]}, indent=2, default=str))
+    print("\n".join(lines[-len(json.dumps(summary, indent=2).splitlines()) - 3:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
