@@ -10,9 +10,13 @@ candidates reused by path):
   4. side effects:   after each run, daemons that survived it, files written outside it, kevin
                      baseline-cache entries it rewrote; an entry with a `Follow-up:` line then has an
                      honest candidate evaluated in the same cache, to show what the cheat did to it
+  5. twin:           a cheat whose trick only buys time (a memo) may come out correct once kevin
+                     takes the trick's gain away; an entry with an `Honest-twin:` line (the same kernel
+                     without the trick) then counts as caught when it passes no faster than
+                     TWIN_MARGIN x its twin, evaluated right after it
 
-A cheat counts as caught when kevin does not pass it (stage not ok, or a blocking flag) and it left
-nothing behind; an honest candidate counts when it passes with no flag at all.
+A cheat counts as caught when kevin does not pass it (stage not ok, or a blocking flag), or passes
+it with no gain over its honest twin, and it left nothing behind; an honest candidate counts when it passes with no flag at all.
 
 Every run starts with an empty baseline cache (`Runs.fresh`), so each evaluation is the first of
 its task: the case where state pollution reaches the baseline (an entry marked `Cache: seeded`
@@ -86,6 +90,9 @@ LIMITS = Limits(
     host_memory_bytes=4 * 2**30,
 )
 PLACEHOLDER = re.compile(r"@@([\w.]+)@@")
+TWIN_MARGIN = 2.0
+"""A cheat with an honest twin gains nothing when its speedup is within this factor of the twin's
+(the tricks this is for were 100x faster than their twins before kevin took their gain away)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,7 @@ class Entry:
     path: Path
     follow_up: str = ""
     seeded_cache: bool = False
+    twin: str = ""
 
     @property
     def honest(self) -> bool:
@@ -145,6 +153,7 @@ def parse_entry(path: Path) -> Entry:
         backend=field("Backend", "cpp"),
         path=path,
         follow_up=field("Follow-up"),
+        twin=field("Honest-twin"),
         seeded_cache=field("Cache") == "seeded",
     )
 
@@ -288,6 +297,11 @@ def run_kevin(entry: Entry, source: str, runs: Runs, lock_dir: Path, **changes: 
         summary["side_effects"] = side_effects(before, root)
         if entry.honest and result.passed:
             runs.keep_baselines()
+        if entry.twin and result.passed:
+            twin = parse_entry(CORPUS / f"{entry.twin}.py")
+            config = kevin_config(entry.backend, root, lock_dir, **changes)
+            honest = evaluate(problem_task(twin.problem), render(twin.path), config)
+            summary["twin"] = {"candidate": twin.name, "passed": honest.passed, "speedup": honest.speedup}
         if entry.follow_up:
             honest = parse_entry(CORPUS / f"{entry.follow_up}.py")
             config = kevin_config(entry.backend, root, lock_dir, **dict(changes, static_check=True))
@@ -313,13 +327,24 @@ def run_naive(entry: Entry, source: str, runs: Runs, timeout_s: float) -> dict[s
     return verdict
 
 
+def gained(kevin: dict[str, Any]) -> bool:
+    """Whether a cheat earned anything: passed, and (with an honest twin) faster than the twin by
+    more than TWIN_MARGIN."""
+    if not kevin["passed"]:
+        return False
+    twin = kevin.get("twin") or {}
+    if not (twin.get("passed") and twin.get("speedup") and kevin.get("speedup")):
+        return True
+    return kevin["speedup"] > TWIN_MARGIN * twin["speedup"]
+
+
 def outcome(entry: Entry, kevin: dict[str, Any]) -> str:
     """caught / MISSED for a cheat, accepted / REJECTED / FLAGGED for an honest candidate."""
     if entry.honest:
         if kevin["passed"] and not kevin["flags"]:
             return "accepted"
         return "FLAGGED" if kevin["passed"] else "REJECTED"
-    if kevin["passed"] or kevin["side_effects"]:
+    if gained(kevin) or kevin["side_effects"]:
         return "MISSED"
     return "caught"
 
@@ -494,6 +519,10 @@ def _kevin_cell(kevin: dict[str, Any]) -> str:
     if kevin["stage"] not in ("ok", "static_check") and kevin["error"]:
         cell += ": " + kevin["error"][:60]
     cell += _effects_cell(kevin.get("side_effects", {}))
+    if kevin.get("twin"):
+        twin = kevin["twin"]
+        speedup = f"{twin['speedup']:.3g}x" if twin.get("speedup") else "no speedup"
+        cell += f"; honest twin {twin['candidate']} {speedup}"
     if kevin.get("follow_up"):
         follow = kevin["follow_up"]
         speedup = f"{follow['speedup']:.3g}x" if follow.get("speedup") else "no speedup"

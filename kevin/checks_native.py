@@ -10,7 +10,11 @@ Two jobs, neither of which builds or runs anything:
 - `native_problems` scans what was read lexically, with comments and string literals blanked out, for
   ATen compute (`torch::matmul`, `at::native::`, `at::cuda::mm`, `x.mm(...)`, `using namespace at`),
   vendor libraries (`cublasSgemm`, `#include <cudnn.h>`, `-lcublas`) and escapes to code the gate cannot
-  see (`py::module_::import`, `PyRun_*`, `dlopen`, `system`).
+  see (`dlopen`, `system`) or to the Python interpreter the extension is loaded into: any CPython
+  C-API name (`PySys_GetObject`, `PyObject_SetAttr`, `Py_INCREF`, ...), torch's Python bindings
+  (`THP*`), and pybind11 beyond what a binding needs (`m.def`, `py::arg`, call guards): objects,
+  `.attr(...)`, `py::globals`, `py::cpp_function`, `py::module_::import`, casts. A kernel has no use
+  for Python objects; native code holding them can rewire the harness that judges it.
 
 What it does not do: parse C++. Token pasting (`at::mat##mul`), templates and macros can hide an ATen
 call, and a method call is judged by its name alone. It does not decide which Python code calls a built
@@ -233,6 +237,14 @@ def _scan(text: str, policy: CheckPolicy, libraries: re.Pattern) -> list[tuple[i
             code,
             f"calls `{' '.join(match.group(0).split())}`: Python or a loaded library does the work",
         )
+    for match in _PYTHON_OBJECTS.finditer(code):
+        if match.group("binding") in _PYBIND_BINDING:
+            continue
+        report(
+            match.start(),
+            code,
+            f"uses `{' '.join(match.group(0).split())}`: native code may not reach Python objects",
+        )
     with_strings = _strip_cpp(text, keep_strings=True)
     for match in _INCLUDE.finditer(with_strings):
         if libraries.search(match.group(1)):
@@ -289,6 +301,20 @@ _NATIVE_ESCAPE = re.compile(
     r"\b(?:py|pybind11)\s*::\s*(?:module_?\s*::\s*import|eval|exec|eval_file)\b|\bPy(?:Import|Run|Eval|Object_Call)\w*"
     r"|\b(?:dlopen|dlsym|LoadLibrary\w*|popen|fork|system)\s*\("
 )
+# What reaches the interpreter: the C API and torch's bindings by name, pybind11's object API (any
+# py::/pybind11:: name but those a module definition needs), attribute access on objects, and
+# aliases that would hide pybind11's namespace.
+_PYTHON_OBJECTS = re.compile(
+    r"\b_?Py(?:[A-Z_]\w*)|\bTHP\w+"
+    r"|\b(?:py|pybind11)\s*::\s*(?P<binding>\w+)"
+    r"|(?:\.|->)\s*attr\s*\("
+    r"|\busing\s+namespace\s+pybind11\b|\busing\s+pybind11\s*::|\bnamespace\s+(?!py\s*=)\w+\s*=\s*pybind11\b"
+)
+_PYBIND_BINDING = frozenset(
+    "arg arg_v module module_ call_guard gil_scoped_release return_value_policy kw_only pos_only"
+    " overload_cast const_ doc name is_method sibling scope".split()
+)
+"""What `PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("f", &f, "doc", py::arg("x")); }` uses."""
 _NATIVE_METHOD = re.compile(r"(?:\.|->)\s*([A-Za-z_]\w*)\s*(?:<[^<>;(){}]*>)?\s*\(")
 
 

@@ -11,8 +11,13 @@ while waiting for the GPU, or inside the reference or baseline, so that a traine
 instead of punishing the model for our fault.
 
 Baselines (eager, and torch.compile when asked) are cached on disk, keyed by the task's content
-hash, the precision, the torch version, the host and the device index; a cached entry records the
-GPU name and is used only on a GPU of that name.
+hash, the precision, the torch version, the host, the device index and the CPU thread count; a
+cached entry records the GPU name and is used only on a GPU of that name. Only the parent writes
+the cache, and only from an evaluation that passed (a flagged candidate may have polluted the
+process its baseline was timed in); workers cannot write it (kevin.confine).
+
+A worker's channel messages carry a token only kevin's worker code holds; any other line on the
+channel (a candidate writing its own verdict) makes the result `tampering`, whatever it said.
 """
 
 from __future__ import annotations
@@ -69,6 +74,9 @@ class EvalConfig:
     cache_dir: str | None = None
     """Root for the build and baseline caches; None is ~/.cache/kevin (XDG_CACHE_HOME honoured)."""
     device_index: int = 0
+    cpu_threads: int | None = None
+    """torch's CPU thread count in the worker, for candidate and baseline alike; None keeps torch's
+    default for the machine. The count used is in `checks.cpu_threads` and keys the baseline cache."""
     lock_dir: str = "/tmp"
     """Where the per-device lock files live: workers on one device run and time one at a time."""
     limits: Limits = field(default_factory=Limits)
@@ -84,6 +92,10 @@ class EvalConfig:
             raise UsageError(f"unknown precision {self.precision!r}; use one of {', '.join(PRECISIONS)}")
         if self.trials < 1:
             raise UsageError(f"trials must be at least 1 (got {self.trials})")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise UsageError(
+                f"cpu_threads must be at least 1, or None for torch's default (got {self.cpu_threads})"
+            )
         for name in ("atol", "rtol"):
             value = getattr(self, name)
             if value is not None and not value >= 0:
@@ -135,13 +147,14 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         "build_cache": str(config.cache_root / "builds"),
         "baseline_cached": cached.get("stats"),
         "baseline_device": cached.get("device_name"),
-        "device_lock": str(device_lock_path(config)),
+        "device_lock": str(_ensure_lock_file(device_lock_path(config))),
+        "cpu_threads": config.cpu_threads,
     }
     outcome = run_worker(
         job, config.limits, workdir_root=config.workdir_root, keep_workdir=config.keep_workdir
     )
     result = outcome_to_result(outcome, config, common)
-    if result.stage == "ok" and config.baseline_cache and outcome.result:
+    if result.passed and config.baseline_cache and outcome.result:
         _write_baseline(cache_file, outcome.result.get("baseline") or {}, result.device)
     result.feedback = feedback.render(result)
     return result
@@ -159,12 +172,30 @@ def device_lock_path(config: EvalConfig) -> Path:
     return Path(config.lock_dir) / f"kevin-cuda{physical}.lock"
 
 
+def _ensure_lock_file(path: Path) -> Path:
+    """The worker may write to its lock file but cannot create files there (kevin.confine)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(exist_ok=True)
+    return path
+
+
 def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[str, Any]) -> EvalResult:
     """Turn what the sandbox saw into an EvalResult, deciding the stage and who is to blame."""
     stage = outcome.last_stage
     ours = stage not in CANDIDATE_STAGES
     compiled = stage not in ("setup", "compile")
     extra_flags = ["left_processes"] if outcome.leftover_processes else []
+    if outcome.forged_messages:
+        # Only candidate code writes to the channel without the token; nothing it sent is believed.
+        return EvalResult(
+            stage="runtime",
+            compiled=compiled,
+            error=f"the candidate wrote {outcome.forged_messages} line(s) to kevin's result channel",
+            blame="candidate",
+            log=outcome.log,
+            flags=["tampering", *extra_flags],
+            **common,
+        )
     if outcome.killed_for == "timeout":
         limit = config.limits.timeout_for(stage)
         return EvalResult(
@@ -286,6 +317,7 @@ def _baseline_cache_file(task: Task, config: EvalConfig) -> Path:
             config.device_index,
             dataclasses.asdict(config.timing),
             config.trials,
+            config.cpu_threads,
         ],
         sort_keys=True,
     )

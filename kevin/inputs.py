@@ -6,14 +6,20 @@
                              x -> 4x - 2 (uniform [0,1) becomes [-2,2)), then a normal with mean 1.5
                              and std 2; shortcuts that hold only for the problem's own distribution
                              (no negatives, small magnitudes) fail there
-    timed call:              fixed buffers refilled before every call with one of two trial input
-                             sets rolled along dim 0 by a random shift, so memoizing by pointer
-                             returns a stale answer; (set, shifts) is enough to rebuild any call's
-                             inputs later for checking its output
+    timed call:              fixed buffers refilled before every call (outside the clock) with a
+                             fresh draw of get_inputs() under a seed of its own from the worker's
+                             private RNG: new values, never rows or permutations of inputs the
+                             candidate has seen, so neither a memo keyed by pointer nor one keyed
+                             by content (whole inputs or single rows) has an answer; the seed is
+                             enough to rebuild any call's inputs later for checking its output
 
 The torch functions are bound when this module is imported, before any candidate exists.
+`FreshInputs` keeps the problem's get_inputs alive while the candidate runs, so it first removes
+every nn.Module class from the problem's namespace: the reference model is not reachable from it.
 Not covered: a problem whose inputs must satisfy constraints (positive, normalized) may have an
 undefined reference on the moved distributions; the worker skips those trials rather than fail.
+A problem whose get_inputs() is not random (arange, constants) gives the same timed inputs every
+call; nothing here can make those fresh.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ from typing import Any
 
 import torch
 
-_roll = torch.roll
 _randn_like = torch.randn_like
+_cpu_generator = torch.default_generator
+_cuda_manual_seed = torch.cuda.manual_seed
+_device = torch.device
 _Tensor = torch.Tensor
+_Module = torch.nn.Module
 
 
 def prepare(value: Any, device: str, dtype: Any) -> Any:
@@ -51,21 +60,38 @@ def draw_trials(
 ) -> list[list[Any]]:
     drawn = []
     for t in range(trials + distribution_trials):
-        torch.manual_seed(seed * 7919 + t)
-        with torch.device(device):
-            inputs = list(problem.get_inputs())
+        inputs = _raw(problem.get_inputs, seed * 7919 + t, device)
         if t >= trials:
             inputs = [shift_distribution(x, t - trials) for x in inputs]
         drawn.append(prepare(inputs, device, dtype))
     return drawn
 
 
-def rollable(value: Any) -> bool:
-    return isinstance(value, _Tensor) and value.dim() > 0 and value.shape[0] > 0
+def _raw(get_inputs: Any, seed: int, device: str) -> list[Any]:
+    # The generators get_inputs() can draw from on this device; torch.manual_seed seeds the same
+    # ones (and every other device's) at 300 us a call, which a timing loop of 1000 calls notices.
+    _cpu_generator.manual_seed(seed)
+    if device.startswith("cuda"):
+        _cuda_manual_seed(seed)
+    with _device(device):
+        return list(get_inputs())
 
 
-def fill(buffers: list[Any], pool: list[Any], shifts: list[int]) -> None:
-    """Write `pool` rolled by `shifts` into `buffers` in place (non-rollable entries are left alone)."""
-    for buf, src, shift in zip(buffers, pool, shifts, strict=True):
-        if rollable(buf):
-            buf.copy_(_roll(src, shift, 0))
+class FreshInputs:
+    """Fresh content for timed calls: `fill(buffers, seed)` writes a new draw into fixed buffers."""
+
+    def __init__(self, problem: types.ModuleType, device: str, dtype: Any) -> None:
+        for name, value in list(vars(problem).items()):
+            if isinstance(value, type) and issubclass(value, _Module):
+                delattr(problem, name)
+        self._get_inputs = problem.get_inputs
+        self.device, self.dtype = device, dtype
+
+    def fill(self, buffers: list[Any], seed: int) -> None:
+        values = prepare(_raw(self._get_inputs, seed, self.device), self.device, self.dtype)
+        for index, (buf, value) in enumerate(zip(buffers, values, strict=True)):
+            if not isinstance(buf, _Tensor):
+                continue
+            if not isinstance(value, _Tensor) or value.shape != buf.shape:
+                raise ValueError(f"get_inputs() gave input {index} a different shape on a new draw")
+            buf.copy_(value)

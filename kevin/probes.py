@@ -19,17 +19,22 @@ outputs (`tensor_subclass`, `deferred_write`)
     An output that is not a plain tensor could compute lazily when the checker reads it; an output
     that changes after the call returned (and the device was synchronized) was written by work the
     clock did not see.
-namespaces (`tampering`)
-    The identity of every callable in torch's main namespaces, taken before the candidate is
-    imported and compared before the inputs are drawn: a replaced `torch.rand` could otherwise hand
-    the candidate inputs of its choosing, and a replaced comparison could pass anything.
+namespaces and modes (`tampering`)
+    The identity of every callable in torch's main namespaces, the `time` module, torch.cuda.Event
+    and kevin's own modules (the worker's `__main__` among them), and the depth of torch's function
+    and dispatch mode stacks, taken before the candidate is imported and compared twice: before the
+    inputs are drawn (a replaced `torch.rand` could hand the candidate inputs of its choosing) and
+    after the candidate is gone, before anything is compared (a rebound `compare`, a patched clock,
+    or a TorchFunctionMode / TorchDispatchMode left entered, which intercepts the comparison's own
+    torch calls without replacing any attribute, could pass anything).
 physical bound (`impossible_speedup`)
     The inputs must be read from device memory at least once per call (the timing loop writes fresh
     content and flushes the L2 before each call): a runtime under half of input bytes over peak
     bandwidth is impossible for an honest kernel.
 
 What these do not catch: library work reached without the dispatcher (a candidate that dlopens
-cuBLAS itself: the static gate rejects that text), precision loss smaller than the ratio, work
+cuBLAS itself: the static gate rejects that text), kernels replaced below Python (torch.library
+registrations, C-level patches: identities and mode stacks do not change), precision loss smaller than the ratio, work
 hidden in other processes that never touch the device while timed, and FLOP bounds (only bytes
 are bounded).
 """
@@ -37,7 +42,10 @@ are bounded).
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 LIBRARY_SHARE_LIMIT = 0.5
@@ -63,9 +71,10 @@ ALLOWED_OPS = frozenset(
 )
 
 
-def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
-    """Identity of every callable in the torch namespaces a problem's code relies on."""
-    spaces = {
+def namespace_snapshot(torch: Any, own_modules: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+    """Identity of every callable in the torch namespaces a problem's code relies on, the clocks,
+    and the modules named in `own_modules` (those loaded), plus the depth of torch's mode stacks."""
+    spaces: dict[str, Any] = {
         "torch": torch,
         "torch.nn.functional": torch.nn.functional,
         "torch.Tensor": torch.Tensor,
@@ -73,11 +82,37 @@ def namespace_snapshot(torch: Any) -> dict[str, dict[str, int]]:
         "torch._C._VariableFunctions": torch._C._VariableFunctions,
         "torch.nn.Module": torch.nn.Module,
         "torch.cuda": torch.cuda,
+        "torch.cuda.Event": torch.cuda.Event,
+        "time": time,
     }
-    return {
-        name: {key: id(value) for key, value in _members(space) if callable(value)}
+    spaces.update({name: sys.modules[name] for name in own_modules if name in sys.modules})
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    snapshot = {
+        name: {key: _identity(value, torch_dir) for key, value in _members(space) if callable(value)}
         for name, space in spaces.items()
     }
+    # A mode entered and left on the stack is not an attribute: count the stack instead.
+    snapshot["torch modes"] = {
+        "function_mode_stack_depth": torch._C._len_torch_function_stack(),
+        "dispatch_mode_stack_depth": torch._C._len_torch_dispatch_stack(),
+    }
+    return snapshot
+
+
+def _identity(value: Any, torch_dir: str) -> int:
+    """id() of a callable, seen through wrappers made by torch's own code: importing torch._dynamo
+    (the profiler does) replaces torch.manual_seed with torch._disable_dynamo(torch.manual_seed),
+    which behaves as the original. A wrapper written anywhere else is a different function."""
+    for _ in range(4):
+        try:
+            inner = getattr(value, "__wrapped__", None)
+            filename = value.__code__.co_filename
+        except Exception:
+            break
+        if inner is None or not filename.startswith(torch_dir):
+            break
+        value = inner
+    return id(value)
 
 
 def _members(space: Any) -> list[tuple[str, Any]]:

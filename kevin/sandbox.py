@@ -8,18 +8,24 @@ fresh, never forked from a process that touched CUDA), with
   * stdin closed; stdout and stderr captured to a file whose size the worker caps (RLIMIT_FSIZE),
     read back head and tail around a visible truncation marker;
   * a private channel: a pipe inherited as one file descriptor, carrying JSON lines (`stage` events,
-    then one `result`); the candidate's printed output never reaches it;
+    then one `result`), each carrying the job's channel token (kevin.confine); a line without it is
+    dropped and counted (`forged_messages`), so a candidate that writes its own verdict to the pipe
+    is caught, not believed; the candidate's printed output never reaches it;
   * a wall-clock deadline per stage (build, correctness, timing, ...), and a host-memory limit on
     the resident set of the whole process session, polled while it runs.
 
-When the worker ends, or is killed for a deadline or memory, the whole process group is killed,
-then any process still carrying this job's sandbox token in its environment (children that started
-a session of their own), so nothing is left running. A worker never outlives its candidate, so a
-CUDA context that saw a fault is never reused.
+The worker confines itself before the candidate is imported (kevin.confine: Landlock on writes, a
+child subreaper). Once its result is in, or it is killed for a deadline or memory, every process
+below the worker in the process tree is stopped and killed (the worker is a subreaper, so daemons
+that double-forked into sessions of their own are still below it), then the whole process group,
+then any process still carrying this job's sandbox token in its environment. A worker waits for
+this kill after sending its result, so its orphans are never handed to init first. A worker never
+outlives its candidate, so a CUDA context that saw a fault is never reused.
 
-What this does not protect against: writes to absolute paths outside the job directory, network
-access, and a child that both leaves the session and scrubs its environment before the worker
-exits. Those need a container or namespaces around the worker (the Ray/cluster deployment's job).
+What this does not protect against: network access, writes outside the job directory where the
+kernel has no Landlock, and a child that leaves the session, scrubs its environment and outlives
+a worker that died (crashed or killed itself) before the tree walk. Those need a container or
+namespaces around the worker (the Ray/cluster deployment's job).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kevin.confine import authentic, kill_descendants
 from kevin.result import truncate_middle
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
@@ -113,6 +120,8 @@ class WorkerOutcome:
     """Processes still alive after the worker ended (killed by us); a candidate that spawns is suspicious."""
     peak_rss_bytes: int = 0
     stage_log: list[tuple[str, float]] = field(default_factory=list)
+    forged_messages: int = 0
+    """Lines on the channel without the job's token: written by the candidate, never by kevin."""
 
     @property
     def signal_name(self) -> str:
@@ -151,7 +160,8 @@ def run_worker(
 ) -> WorkerOutcome:
     workdir = Path(tempfile.mkdtemp(prefix="kevin-job-", dir=workdir_root))
     token = secrets.token_hex(16)
-    job = dict(job, max_file_bytes=limits.max_file_bytes)
+    channel_token = secrets.token_hex(32)
+    job = dict(job, max_file_bytes=limits.max_file_bytes, channel_token=channel_token)
     job_path = workdir / "job.json"
     job_path.write_text(json.dumps(job))
     log_path = workdir / "worker.log"
@@ -172,7 +182,7 @@ def run_worker(
             )
         os.close(write_fd)
         write_fd = -1
-        outcome = _supervise(process, read_fd, limits)
+        outcome = _supervise(process, read_fd, limits, channel_token)
         outcome.leftover_processes = _kill_everything(process.pid, token)
         process.wait()
         if outcome.returncode is None:
@@ -188,7 +198,7 @@ def run_worker(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> WorkerOutcome:
+def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits, channel_token: str) -> WorkerOutcome:
     stage = "setup"
     deadline = time.monotonic() + limits.timeout_for(stage)
     stage_log: list[tuple[str, float]] = [(stage, 0.0)]
@@ -199,6 +209,7 @@ def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> Worke
     peak_rss = 0
     next_memory_check = 0.0
     eof = False
+    forged = 0
     while True:
         now = time.monotonic()
         if not eof:
@@ -211,7 +222,8 @@ def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> Worke
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     message = _parse(line)
-                    if message is None:
+                    if message is None or not authentic(message, channel_token):
+                        forged += bool(line.strip())
                         continue
                     if message.get("event") == "stage" and result is None:
                         stage = str(message.get("stage", stage))
@@ -221,7 +233,8 @@ def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> Worke
                         result = message.get("result")
         else:
             time.sleep(0.02)
-        if process.poll() is not None and (eof or result is not None):
+        # The worker waits to be killed after its result (its orphans must stay below it).
+        if result is not None or (process.poll() is not None and eof):
             break
         if now > deadline:
             killed_for = "timeout"
@@ -234,7 +247,6 @@ def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> Worke
                 break
             next_memory_check = now + 0.2
     if killed_for:
-        _kill_group(process.pid)
         # A result sent just before the kill is not trusted: the stage deadline had passed.
         result = None
     return WorkerOutcome(
@@ -244,6 +256,7 @@ def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits) -> Worke
         killed_for=killed_for,
         peak_rss_bytes=peak_rss,
         stage_log=stage_log,
+        forged_messages=forged,
     )
 
 
@@ -253,11 +266,6 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
 
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
@@ -302,9 +310,11 @@ def _has_token(pid: int, token: str) -> bool:
 
 
 def _kill_everything(session: int, token: str) -> int:
-    """Kill the worker's session and every process carrying its token; return how many were
-    still alive besides the worker itself."""
-    leftovers = 0
+    """Kill every process below the worker, its session and every process carrying its token;
+    return how many were still alive besides the worker itself."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(session, signal.SIGSTOP)  # the worker forks no more while its tree is walked
+    leftovers = kill_descendants(session)
     for _ in range(3):
         found = 0
         for pid in _pids():

@@ -18,9 +18,10 @@ streams, threads or devices finishes before the host clock stops, so `wall_minus
 the evaluator flags it. Any launch gap between the host timestamp and the event is common to the
 candidate and the baseline.
 
-Not covered here: a candidate that patches this module's functions from inside the worker (the
-worker binds what it needs before the candidate is imported; stronger tamper checks belong to the
-evaluator), and GPU clocks changing between the candidate and baseline runs (they run back to back
+The host clock is bound when this module is imported, which the worker does before the candidate
+exists: a candidate that replaces `time.perf_counter_ns` at import does not reach the timer (and the
+worker's tamper check, kevin.probes, flags the replacement). Not covered here: C-level patches of
+the clock or of torch's event functions from inside the worker, and GPU clocks changing between the candidate and baseline runs (they run back to back
 on the same device, under the same lock).
 """
 
@@ -32,6 +33,23 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+_perf_counter_ns = time.perf_counter_ns  # bound before any candidate code exists
+_bound: dict[str, Any] = {}
+
+
+def bind() -> None:
+    """Bind torch's synchronize and event functions now; the worker calls this before it imports
+    the candidate, and every Timer made afterwards uses these, not what torch holds then."""
+    import torch
+
+    _bound.update(
+        sync=torch.cuda.synchronize,
+        event=torch.cuda.Event,
+        elapsed=torch.cuda.Event.elapsed_time,
+        record=torch.cuda.Event.record,
+        zero=torch.Tensor.zero_,
+    )
 
 
 @dataclass(frozen=True)
@@ -105,8 +123,9 @@ def _quantile(ordered: list[float], q: float) -> float:
 
 
 class Timer:
-    """Times callables on one device. Binds every torch function it uses at construction, so a
-    candidate imported later cannot change how it is timed by patching torch's Python attributes."""
+    """Times callables on one device with the functions `bind()` captured (at construction if it
+    was not called), so a candidate imported after `bind()` cannot change how it is timed by
+    patching torch's Python attributes."""
 
     def __init__(self, device: str, config: TimingConfig = TimingConfig()) -> None:
         import torch
@@ -114,12 +133,14 @@ class Timer:
         self.config = config
         self.device = device
         self.is_cuda = device.startswith("cuda")
-        self._perf_ns = time.perf_counter_ns
+        self._perf_ns = _perf_counter_ns
         if self.is_cuda:
-            self._sync = torch.cuda.synchronize
-            self._event_cls = torch.cuda.Event
-            self._elapsed = torch.cuda.Event.elapsed_time
-            self._record = torch.cuda.Event.record
+            if not _bound:
+                bind()
+            self._sync = _bound["sync"]
+            self._event_cls = _bound["event"]
+            self._elapsed = _bound["elapsed"]
+            self._record = _bound["record"]
             props = torch.cuda.get_device_properties(device)
             l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
             # At least twice the L2 and at least 256 MB (triton's do_bench flushes 256 MB): the write
@@ -127,7 +148,7 @@ class Timer:
             # the start event and the call before the start event fires on the device.
             flush_bytes = max(2 * l2_bytes, 256 * 2**20)
             self._flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
-            self._zero = torch.Tensor.zero_
+            self._zero = _bound["zero"]
         else:
             self._flush = None
 

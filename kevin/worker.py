@@ -1,9 +1,12 @@
 """The sandboxed worker: one candidate against one problem, in a process of its own.
 
 Started by `kevin.sandbox` as `python -m kevin.worker JOB_JSON CHANNEL_FD`; never imported by the
-grader. It reports over the private channel (a pipe inherited as CHANNEL_FD): `stage` events as it
-moves on (the parent enforces a deadline per stage) and one `result` object at the end. Whatever
-the candidate prints goes to the captured log, never to the channel.
+grader. It reports over the private channel (a pipe inherited as CHANNEL_FD, moved and authenticated
+by kevin.confine): `stage` events as it moves on (the parent enforces a deadline per stage) and one
+`result` object at the end, then waits for the parent to kill it and everything below it. Whatever
+the candidate prints goes to the captured log, never to the channel. Before anything else it
+confines itself (kevin.confine: writes only to the job directory and the build cache, a child
+subreaper) and fixes torch's CPU thread count (recorded in `checks.cpu_threads`).
 
 Order of work, chosen so the candidate never shares the process with the reference model:
 
@@ -15,19 +18,23 @@ Order of work, chosen so the candidate never shares the process with the referen
                    running and timing never overlap another worker's on the same device.
   4. correctness:  same weight seed, build `ModelNew`; run it on a clone of each trial's inputs;
                    check the inputs were not mutated; keep its outputs.
-  5. timing:       time `ModelNew` with kevin.timing (fresh input content per call; outputs of two
-                   timed calls kept for checking).
-  6. reference:    only now load the problem again and build `Model` (same weight seed); compute
+  5. timing:       time `ModelNew` with kevin.timing (a fresh draw of the inputs per call; outputs
+                   of two timed calls kept for checking). Then the candidate is dropped, and any
+                   process it left below the worker is killed and fails it (`left_processes`).
+  6. reference:    check that torch, the clocks and kevin's own functions are the ones bound before
+                   the candidate was imported and that no torch mode is left entered (`tampering`);
+                   only now load the problem again and build `Model` (same weight seed); compute
                    the expected outputs for every trial and for the kept timed calls; compare.
   7. baseline:     time `Model` with the same function (skipped when the parent has it cached),
                    optionally `torch.compile(Model)`.
 
 Not protected here (see kevin.checks and the evaluator for what is): the candidate shares this
-process with the harness, so code that walks frames or patches C-level functions could interfere
-with comparison or timing; the channel descriptor is reachable by the candidate. The evaluator's
-dynamic checks are the defence against those; this module keeps the door narrow (functions bound
-before the candidate is imported, reference absent while the candidate runs, global flags
-compared, inputs cloned and checked).
+process with the harness, so code that walks frames or the heap, or patches C-level functions,
+could interfere with comparison or timing, or find the channel token. The evaluator's dynamic
+checks and the static gate are the defence against those; this module keeps the door narrow
+(functions bound before the candidate is imported and their identities re-checked, reference
+absent while the candidate runs, global flags and thread counts compared, inputs cloned and
+checked, timed inputs freshly drawn).
 """
 
 from __future__ import annotations
@@ -44,23 +51,14 @@ import types
 from pathlib import Path
 from typing import Any
 
-from kevin import build, probes
+from kevin import build, confine, probes, timing
 from kevin import inputs as trial_inputs
 from kevin.compare import compare, summarize_trials
+from kevin.confine import Channel
 from kevin.timing import Timer, TimingConfig
 
-_write = os.write  # bound before any candidate code exists
-
-
-class Channel:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, default=str) + "\n").encode()
-        while data:
-            written = _write(self.fd, data)
-            data = data[written:]
+OWN_MODULES = ("__main__", "kevin.compare", "kevin.probes", "kevin.timing", "kevin.inputs", "kevin.confine")
+"""Modules whose functions judge the candidate: rebinding one of them is tampering."""
 
 
 class Failure(Exception):
@@ -118,6 +116,9 @@ class Harness:
         self.is_cuda = self.device.startswith("cuda")
         self.rng = random.Random(job["seed"] ^ 0x5EED)
         # Bound now: later attribute patches by the candidate do not reach the comparison.
+        timing.bind()
+        self.compare = compare
+        self.summarize_trials = summarize_trials
         self.clone = torch.clone
         self.equal = torch.equal
         self.isfinite = torch.isfinite
@@ -155,6 +156,10 @@ class Harness:
             "default_dtype": str(torch.get_default_dtype()),
             "grad_enabled": torch.is_grad_enabled(),
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            # OpenMP's count follows omp_set_num_threads from native code too; a pool of 32 on a
+            # 2-core machine slows every eager op timed afterwards (the baseline) ~10x.
+            "num_threads": torch.get_num_threads(),
+            "num_interop_threads": torch.get_num_interop_threads(),
         }
 
     def set_strict_flags(self) -> None:
@@ -163,6 +168,22 @@ class Harness:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
+        # One fixed CPU thread count for candidate and baseline alike (torch's default when the
+        # job does not name one), recorded with the result.
+        threads = self.job.get("cpu_threads") or self.checks.setdefault(
+            "cpu_threads", torch.get_num_threads()
+        )
+        torch.set_num_threads(threads)
+        self.checks["cpu_threads"] = threads
+
+    def tamper_check(self, before: dict[str, Any], when: str) -> None:
+        changed = probes.namespace_changes(before, probes.namespace_snapshot(self.torch, OWN_MODULES))
+        if changed:
+            raise Failure(
+                "runtime",
+                f"the candidate {when} changed what kevin relies on: " + ", ".join(changed[:8]),
+                flags=["tampering"],
+            )
 
     def clone_args(self, args: list[Any]) -> list[Any]:
         return [self.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
@@ -188,7 +209,7 @@ class Harness:
         del problem
         forget_module("kevin_problem_init")
         flags_before = self.global_flags()
-        namespaces_before = probes.namespace_snapshot(torch)
+        namespaces_before = probes.namespace_snapshot(torch, OWN_MODULES)
         threads_before = threading.active_count()
 
         self.stage("compile")
@@ -212,13 +233,7 @@ class Harness:
         # that are still building), and only if the candidate's import left torch as it found it:
         # a patched torch.rand could otherwise hand the candidate inputs of its choosing.
         self.stage("inputs")
-        changed = probes.namespace_changes(namespaces_before, probes.namespace_snapshot(torch))
-        if changed:
-            raise Failure(
-                "runtime",
-                "the candidate replaced torch functions at import: " + ", ".join(changed[:8]),
-                flags=["tampering"],
-            )
+        self.tamper_check(namespaces_before, "at import")
         if threading.active_count() > threads_before:
             raise Failure("runtime", "the candidate started threads at import", flags=["extra_threads"])
         timer = Timer(self.device, TimingConfig(**job["timing"]))
@@ -232,6 +247,7 @@ class Harness:
                 self.device,
                 self.dtype,
             )
+            fresh = trial_inputs.FreshInputs(problem, self.device, self.dtype)
         except BaseException as exc:
             raise Failure(
                 "runtime",
@@ -269,12 +285,11 @@ class Harness:
             raise Failure("runtime", short_exception(exc)) from None
 
         self.stage("timing")
-        # Timed calls read fixed buffers whose content changes before every call: one of two
-        # trial input sets, rolled along dim 0 by a random shift. A candidate that memoizes by
-        # pointer returns a stale answer, and the outputs of two timed calls (one at a random
-        # index, and the last) are checked against the reference. Only (set, shifts) is kept:
-        # the inputs are rebuilt from it, so huge problems do not hold extra copies.
-        pools = [trials[0], trials[1 % job["trials"]]]
+        # Timed calls read fixed buffers whose content is a fresh draw before every call, under a
+        # seed from the worker's private RNG: a memo by pointer returns a stale answer, a memo by
+        # content (whole inputs or rows) has never seen these values, and the outputs of two
+        # timed calls (one at a random index, and the last) are checked against the reference.
+        # Only the seed is kept: the inputs are redrawn from it, so huge problems hold no copies.
         try:
             buffers = self.clone_args(trials[0])
         except BaseException as exc:
@@ -284,9 +299,8 @@ class Harness:
         kept: dict[str, Any] = {}
 
         def refill(i: int) -> None:
-            shifts = [self.rng.randrange(b.shape[0]) if trial_inputs.rollable(b) else 0 for b in buffers]
-            state["recipe"] = (i % 2, shifts)
-            trial_inputs.fill(buffers, pools[i % 2], shifts)
+            state["recipe"] = self.rng.getrandbits(63)
+            fresh.fill(buffers, state["recipe"])
 
         def observe(i: int, out: Any) -> None:
             if i == sample_at:
@@ -309,9 +323,19 @@ class Harness:
             self.flags.append("global_state_changed")
         model_new = candidate = model_class = None  # drop the candidate before the reference exists
         forget_module("kevin_candidate")
+        left = confine.kill_descendants(os.getpid())
+        if left:
+            raise Failure(
+                "runtime",
+                f"the candidate left {left} process(es) running (killed): processes are not allowed",
+                flags=["left_processes"],
+            )
         self.set_strict_flags()
 
         self.stage("reference")
+        # Before anything is compared: the functions that judge, and torch, are the ones bound
+        # before the candidate existed, and no torch mode it entered is still intercepting calls.
+        self.tamper_check(namespaces_before, "while it ran")
         try:
             reference = load_module(job["problem_source"], "kevin_reference", "<reference>")
             torch.manual_seed(job["weight_seed"])
@@ -323,7 +347,7 @@ class Harness:
                 expected = flatten_outputs(model(*self.clone_args(inputs)))
                 if t == 0 and job["precision"] == "fp32":
                     self.checks["precision"] = self._precision(model, inputs, outputs[0], expected)
-                report = compare(outputs[t], expected, *tolerance)
+                report = self.compare(outputs[t], expected, *tolerance)
                 outputs[t] = expected = None
                 if t >= own and report.get("reference_bad"):
                     # The reference itself is undefined on this distribution (a log of a negative,
@@ -334,9 +358,9 @@ class Harness:
                     continue
                 reports.append(report)
             timed_reports = {}
-            for name, ((pool_index, shifts), out) in kept.items():
-                trial_inputs.fill(buffers, pools[pool_index], shifts)
-                timed_reports[name] = compare(
+            for name, (seed, out) in kept.items():
+                fresh.fill(buffers, seed)
+                timed_reports[name] = self.compare(
                     out, flatten_outputs(model(*self.clone_args(buffers))), *tolerance
                 )
             self.sync()
@@ -345,7 +369,7 @@ class Harness:
                 "runtime", "the reference model failed:\n" + short_exception(exc), blame="infrastructure"
             ) from None
 
-        correctness = summarize_trials(reports, job["atol"], job["rtol"])
+        correctness = self.summarize_trials(reports, job["atol"], job["rtol"])
         if correctness.get("reference_bad"):
             raise Failure(
                 "correctness",
@@ -410,7 +434,8 @@ class Harness:
     def _take_device_lock(self, path: str) -> None:
         import fcntl
 
-        handle = open(path, "w")  # noqa: SIM115 - held for the life of the process
+        # Append, not truncate: the file exists (the parent made it) and is all the worker may write.
+        handle = open(path, "a")  # noqa: SIM115 - held for the life of the process
         fcntl.flock(handle, fcntl.LOCK_EX)
         self._device_lock_handle = handle
         if self.is_cuda:
@@ -438,24 +463,13 @@ def _cast_floating(model: Any, dtype: Any) -> Any:
     return model.to(dtype)
 
 
-def _limit_resources(job: dict[str, Any]) -> None:
-    import resource
-
-    file_bytes = int(job["max_file_bytes"])
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    import signal
-
-    # Past the file-size limit a write fails with EFBIG instead of killing the worker silently.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-
 def main(argv: list[str]) -> int:
-    channel = Channel(int(argv[2]))
     job_path = Path(argv[1])
     job = json.loads(job_path.read_text())
-    job_path.unlink()  # the secret seed is not left lying around for the candidate to read
-    _limit_resources(job)
+    job_path.unlink()  # the secret seed and the channel token are not left lying around
+    channel = Channel(int(argv[2]), job.pop("channel_token"))
+    confine.hide_channel_argument(argv)
+    confinement = confine.confine_worker(job)
     harness = None
     try:
         harness = Harness(job, channel)
@@ -473,16 +487,18 @@ def main(argv: list[str]) -> int:
         harness.stage_seconds[harness.stage_name] = round(time.perf_counter() - harness.stage_started, 4)
         result.setdefault("flags", []).extend(harness.flags)
         result.setdefault("compiled", harness.compiled)
-        result["checks"] = dict(harness.checks, trace=harness.trace)
+        result["checks"] = dict(harness.checks, trace=harness.trace, confinement=confinement)
         result["stage_seconds"] = harness.stage_seconds
         result["builds"] = harness.build_log.to_list()
         result["versions"] = _versions(harness.torch)
         result["device_name"] = harness.torch.cuda.get_device_name() if harness.is_cuda else "cpu"
-    channel.send({"event": "result", "result": result})
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown: candidate objects could run code from __del__ or atexit after
-    # the verdict, and a faulted CUDA context can hang on exit.
+    channel.send({"event": "result", "result": result})
+    # Wait for the parent's kill: exiting now would hand any orphan below this subreaper to init
+    # before the parent walks the tree. Never tear down the interpreter: candidate objects could
+    # run code from __del__ or atexit after the verdict, and a faulted CUDA context can hang on exit.
+    time.sleep(float(job.get("linger_s", 60.0)))
     os._exit(0)
 
 

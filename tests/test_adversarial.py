@@ -5,7 +5,8 @@
   is stubbed by torch.zeros_like here, so nothing is built).
 - slow (builds the corpus's shared extensions once, two at a time, into the build cache under /tmp
   that bench/adversarial.py uses; ~6 min warm, ~11 min cold on 2 cores): every cpp cheat is not
-  passed by kevin's default configuration and leaves nothing behind; 8 honest candidates pass with
+  passed by kevin's default configuration (or, with an `Honest-twin:`, passes no faster than its
+  honest twin: a memo whose gain kevin took away) and leaves nothing behind; 8 honest candidates pass with
   no flag (the bench runs all 12); the cheats the static gate rejects are also not passed by the
   dynamic checks alone.
 
@@ -40,25 +41,8 @@ CHEATS = sorted(name for name, e in ENTRIES.items() if not e.honest)
 HONEST = sorted(name for name, e in ENTRIES.items() if e.honest and not name.startswith("bundled_"))
 HONEST += ["bundled_01_gelu_tanh", "bundled_03_softmax", "bundled_05_matmul", "bundled_11_cumsum"]
 
-KNOWN_MISSES = {
-    "checker_forge_verdict": "the supervisor trusts the first result message on the channel, whose "
-    "descriptor the candidate reads from sys.argv[2]",
-    "checker_torch_function_mode": "a TorchFunctionMode entered at import answers kevin.compare's "
-    "subtractions with zeros; the tamper check compares function identities only",
-    "checker_cpp_python_escape": "the gate's C++ scan misses PySys_GetObject and pybind11 attribute "
-    "access; the extension rebinds the worker's compare",
-    "reuse_row_memo": "timed inputs are correctness-trial rows rolled along dim 0, so a row-content "
-    "memo answers every timed call from its table",
-    "state_omp_threads": "omp_set_num_threads from C++ oversubscribes the reference timed in the same "
-    "worker; the thread count is not a checked global flag",
-    "abuse_poison_cache": "writes to absolute paths are not sandboxed; the baseline cache is two "
-    "directories above the extension's __file__",
-}
-DYNAMIC_ONLY_MISSES = {
-    "clock_patched_perf_counter": "the worker binds time.perf_counter_ns after the candidate's import",
-    "state_set_num_threads": "the thread count is not among the global flags compared",
-    "abuse_escaped_daemon": "a grandchild in a new session with an empty environment is not found",
-}
+KNOWN_MISSES: dict[str, str] = {}
+DYNAMIC_ONLY_MISSES: dict[str, str] = {}
 
 FAST_TIMING = TimingConfig(budget_ms=100, warmup_ms=10)
 TEST_LIMITS = Limits(
@@ -173,7 +157,7 @@ def test_honest_candidate_passes_unflagged(name, runs):
 @pytest.mark.parametrize("name", [_known(name, KNOWN_MISSES) for name in CHEATS])
 def test_cheat_is_not_passed_and_leaves_nothing_behind(name, runs):
     kevin = _kevin(name, runs)
-    assert not kevin["passed"], kevin
+    assert not adversarial.gained(kevin), kevin  # not passed, or no faster than its honest twin
     assert not kevin["side_effects"], kevin
 
 

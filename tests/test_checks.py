@@ -270,6 +270,15 @@ def native_candidate(cuda_body: str, header: str = "", build_kwargs: str = "") -
         ("", "", ', extra_ldflags=["-lcublas"]', "native-framework-compute"),
         ('py::module_::import("torch");', "", "", "native-framework-compute"),
         ('void* h = dlopen("libx.so", 1);', "", "", "native-framework-compute"),
+        # the interpreter the extension is loaded into: the C API, pybind11 objects, aliases
+        ('PyObject* m = PySys_GetObject("modules");', "", "", "native-framework-compute"),
+        ("Py_INCREF(Py_None);", "", "", "native-framework-compute"),
+        ('py::globals()["compare"] = 0;', "", "", "native-framework-compute"),
+        ("auto f = py::cpp_function([]() { return true; });", "", "", "native-framework-compute"),
+        ('pybind11::module_ m; m.attr("compare") = 0;', "", "", "native-framework-compute"),
+        ("auto g = q::globals();", "namespace q = pybind11;", "", "native-framework-compute"),
+        ("auto g = globals();", "using namespace pybind11;", "", "native-framework-compute"),
+        ("auto o = THPVariable_Wrap(x);", "", "", "native-framework-compute"),
         ("", '#include "/tmp/written_at_run_time.cuh"', "", "kernel-source-unverifiable"),
         ("", "", ', extra_include_paths=["/tmp"]', "kernel-source-unverifiable"),
     ],
@@ -289,6 +298,21 @@ def test_native_comments_strings_and_runtime_helpers_are_fine():
     assert (
         rules(native_candidate(body, "using namespace torch::indexing;", ', extra_cuda_cflags=["-O3"]')) == []
     )
+
+
+def test_a_hand_written_binding_is_fine():
+    header = "namespace py = pybind11;"
+    body = "// PyTorch's pybind11 binding below\n"
+    source = (
+        native_candidate(body, header)
+        .replace('functions=["f"]', "functions=None")
+        .replace(
+            'CUDA = r"""',
+            'CUDA = r"""\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n'
+            '    m.def("f", &f, "f", py::arg("x"), py::call_guard<py::gil_scoped_release>());\n}\n',
+        )
+    )
+    assert rules(source) == []
 
 
 def test_sources_injected_through_format_are_read():

@@ -289,15 +289,17 @@ def test_mutated_inputs_are_flagged_and_not_rewarded(task, config):
 
 
 def test_child_processes_are_killed(task, config, tmp_path):
-    pid_file = tmp_path / "child.pid"
+    # The worker may write only inside its job directory: the pid goes there, kept for reading.
     prelude = (
         "import subprocess\n"
-        f"_child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-        f"open({str(pid_file)!r}, 'w').write(str(_child.pid))\n"
+        "_child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "open('child.pid', 'w').write(str(_child.pid))\n"
     )
+    config = dataclasses.replace(config, keep_workdir=True)
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    (pid_file,) = tmp_path.glob("kevin-job-*/child.pid")
     pid = int(pid_file.read_text())
-    assert "left_processes" in result.flags
+    assert "left_processes" in result.flags and not result.passed
     assert not _alive(pid), "a process started by the candidate outlived the evaluation"
 
 

@@ -1,0 +1,194 @@
+"""The worker's confinement and the parent's checks on it, without building anything: the channel
+token, Landlock on writes, the subreaper's tree walk, fresh timed inputs, and the tamper snapshot
+(torch modes, kevin's own functions, clocks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from kevin import confine, inputs, probes
+from kevin.sandbox import Limits, _supervise
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        **kwargs,
+    )
+
+
+def test_the_parent_drops_and_counts_lines_without_the_token():
+    read_fd, write_fd = os.pipe()
+    forged = {"event": "result", "result": {"stage": "ok", "correct": True}}
+    code = f"""
+        import json, os
+        from kevin.confine import Channel
+        os.write({write_fd}, (json.dumps({forged!r}) + "\\n").encode())   # what a candidate can do
+        channel = Channel({write_fd}, "secret-token")
+        channel.send({{"event": "stage", "stage": "compile"}})
+        channel.send({{"event": "result", "result": {{"stage": "correctness", "correct": False}}}})
+    """
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], pass_fds=(write_fd,), env=env)
+    os.close(write_fd)
+    try:
+        outcome = _supervise(process, read_fd, Limits(), "secret-token")
+    finally:
+        process.wait()
+        os.close(read_fd)
+    assert outcome.forged_messages == 1
+    assert outcome.result == {"stage": "correctness", "correct": False}
+    assert outcome.last_stage == "compile"
+
+
+def test_the_channel_moves_to_a_close_on_exec_descriptor():
+    read_fd, write_fd = os.pipe()
+    channel = confine.Channel(write_fd, "t")
+    try:
+        import fcntl
+
+        assert channel.fd != write_fd and fcntl.fcntl(channel.fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+        with pytest.raises(OSError):
+            os.fstat(write_fd)  # the number the parent passed is closed
+        channel.send({"event": "stage", "stage": "x"})
+        message = json.loads(os.read(read_fd, 4096))
+        assert confine.authentic(message, "t") and not confine.authentic(message, "u")
+        assert not confine.authentic({"event": "stage"}, "t")
+    finally:
+        os.close(channel.fd)
+        os.close(read_fd)
+
+
+def test_landlock_confines_writes_to_the_allowed_directories(tmp_path):
+    allowed, outside = tmp_path / "job", tmp_path / "cache"
+    allowed.mkdir()
+    outside.mkdir()
+    (outside / "baseline.json").write_text("{}")
+    done = _python(f"""
+        from pathlib import Path
+        from kevin import confine
+        abi = confine.confine_writes([{str(allowed)!r}], [])
+        print(abi)
+        if abi:
+            Path({str(allowed)!r}, "ok.txt").write_text("fine")
+            for write in (lambda: Path({str(outside)!r}, "baseline.json").write_text("poison"),
+                          lambda: Path({str(outside)!r}, "new.txt").write_text("x"),
+                          lambda: Path("/tmp/kevin-confine-test-marker").write_text("x")):
+                try:
+                    write()
+                    print("WROTE")
+                except PermissionError:
+                    print("denied")
+    """)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split()
+    if lines[0] == "0":
+        pytest.skip("this kernel has no Landlock")
+    assert lines[1:] == ["denied", "denied", "denied"]
+    assert (allowed / "ok.txt").read_text() == "fine"
+    assert (outside / "baseline.json").read_text() == "{}"
+
+
+def test_a_subreaper_finds_and_kills_a_double_forked_daemon_with_no_environment():
+    done = _python("""
+        import os, time
+        from kevin import confine
+        assert confine.become_subreaper()
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork():
+                os._exit(0)
+            os.execve("/bin/sleep", ["sleep", "60"], {})
+        os.waitpid(child, 0)
+        time.sleep(0.2)
+        found = confine.descendants(os.getpid())
+        print(len(found), found[0] if found else 0, confine.kill_descendants(os.getpid()))
+        time.sleep(0.2)
+        print(len(confine.descendants(os.getpid())))
+    """)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    count, daemon, killed = map(int, first.split())
+    assert count == 1 and killed == 1
+    assert second == "0"
+    assert confine.parent_of(daemon) is None or not confine.parent_of(daemon)[1]
+
+
+def test_timed_inputs_are_fresh_values_not_rows_seen_before():
+    problem = types.ModuleType("p")
+    exec(
+        "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+        "def get_inputs():\n    return [torch.rand(16, 8), 3]\n",
+        problem.__dict__,
+    )
+    trials = inputs.draw_trials(problem, 7, 2, 0, "cpu", torch.float32)
+    fresh = inputs.FreshInputs(problem, "cpu", torch.float32)
+    assert not hasattr(problem, "Model"), "the reference stays unreachable from the kept get_inputs"
+    buffers = [trials[0][0].clone(), 3]
+    pointer = buffers[0].data_ptr()
+    seen = {tuple(row.tolist()) for trial in trials for row in trial[0]}
+    fresh.fill(buffers, 12345)
+    first = buffers[0].clone()
+    assert buffers[0].data_ptr() == pointer
+    assert not seen & {tuple(row.tolist()) for row in buffers[0]}
+    fresh.fill(buffers, 999)
+    assert not torch.equal(first, buffers[0])
+    fresh.fill(buffers, 12345)  # a kept timed call's inputs are rebuilt from its seed
+    assert torch.equal(first, buffers[0])
+
+
+def test_the_snapshot_sees_modes_clocks_and_kevins_own_functions():
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import kevin.compare
+
+    own = ["kevin.compare"]
+    before = probes.namespace_snapshot(torch, own)
+    assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == []
+    with TorchFunctionMode():
+        assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == [
+            "torch modes.function_mode_stack_depth"
+        ]
+    with TorchDispatchMode():
+        assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == [
+            "torch modes.dispatch_mode_stack_depth"
+        ]
+    real_compare, real_clock = kevin.compare.compare, time.perf_counter_ns
+    try:
+        kevin.compare.compare = lambda *a: {"ok": True}
+        time.perf_counter_ns = lambda: 0
+        changed = probes.namespace_changes(before, probes.namespace_snapshot(torch, own))
+    finally:
+        kevin.compare.compare, time.perf_counter_ns = real_compare, real_clock
+    assert sorted(changed) == ["kevin.compare.compare", "time.perf_counter_ns"]
+
+
+def test_a_wrapper_made_by_torch_itself_is_not_tampering_but_one_made_elsewhere_is():
+    before = probes.namespace_snapshot(torch)
+    real = torch.manual_seed
+    try:
+        torch.manual_seed = torch._disable_dynamo(real)  # what importing torch._dynamo does
+        assert probes.namespace_changes(before, probes.namespace_snapshot(torch)) == []
+        torch.manual_seed = torch._disable_dynamo(lambda seed: None)
+        assert probes.namespace_changes(before, probes.namespace_snapshot(torch)) == ["torch.manual_seed"]
+    finally:
+        torch.manual_seed = real
