@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["cuda", "cpp"], default="cuda")
     parser.add_argument("--out", type=Path, required=True, help="directory for build_speed.md / .json")
     parser.add_argument("--plain-jobs", type=int, default=4, help="plain builds at once (0: skip plain)")
+    parser.add_argument("--plain-limit", type=int, default=0, help="plain builds of the first N only (0: all)")
     parser.add_argument("--jobs", type=int, default=1, help="kevin cold builds at once (default 1: latency)")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -156,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.plain_jobs:
         started = time.perf_counter()
         with futures.ThreadPoolExecutor(args.plain_jobs) as pool:
-            plains = list(pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), rows))
+            chosen = rows[: args.plain_limit or None]
+            plains = list(pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), chosen))
         plain_wall = time.perf_counter() - started
-        for row, plain in zip(rows, plains):
+        for row, plain in zip(chosen, plains):
             row["plain"] = plain
     else:
         plain_wall = float("nan")
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         "kevin_hit_max_s": max(hit) if hit else float("nan"),
         "plain_median_s": percentile(plain, 50) if plain else None,
         "plain_jobs": args.plain_jobs,
+        "plain_builds": len(plain),
         "plain_wall_s": plain_wall,
         "kevin_jobs": args.jobs,
         "shim_once_s": shim_seconds,

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: environment check, then in parallel the `gpu` tests, the bundled set
-# through `kevin eval-batch` (the main job on a GPU), and the evaluator timing-agreement benchmark.
-# They share the device lock in /tmp, so no two of them ever time on the GPU at once; their builds
-# overlap on the CPU cores.
-# Usage there:  OUT=<dir> bash bench/gpu_run.sh     (logs and tables under $OUT, default bench/results)
+# One call on the GPU machine. STEPS picks what runs (default: "build tests"):
+#   build       bench/build_speed.py: kevin's cold and cached builds one at a time, plain load_inline
+#               for the first 6 (6 at once); runs alone, so build times see an idle machine
+#   tests       the `gpu` tests, the bundled set through `kevin eval-batch`, in parallel
+#   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench)
+#   adversarial bench/adversarial.py on both back ends (the corpus table of issue #4)
+#   throughput  bench/eval_throughput.py, cold pass (issue #5)
+# Parallel steps share the device lock in /tmp, so no two of them ever time on the GPU at once.
+# Usage there:  OUT=<dir> STEPS="build tests" bash bench/gpu_run.sh
 # KernelBench files come from $KEVIN_KERNELBENCH_DIR (default: .kb, a carried, git-ignored copy).
 set -uo pipefail
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
 export KEVIN_KERNELBENCH_DIR="${KEVIN_KERNELBENCH_DIR:-$PWD/.kb}"
 OUT="${OUT:-bench/results}"
+STEPS=" ${STEPS:-build tests} "
 mkdir -p "$OUT"
+has() { [[ "$STEPS" == *" $1 "* ]]; }
 {
   date -u
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, torch.cuda.get_device_name())"
@@ -17,13 +23,33 @@ mkdir -p "$OUT"
   echo "cores: $(nproc)"
 } 2>&1 | tee "$OUT/env.txt"
 
-python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.log" 2>&1 &
-tests_pid=$!
-python3 -m kevin eval-batch --backend cuda --jobs 12 --quiet --out "$OUT/bundled_cuda.jsonl" \
-  > "$OUT/bundled_cuda.txt" 2>&1 &
-bundled_pid=$!
-python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
-wait $tests_pid $bundled_pid
-echo "== gpu tests";   tail -15 "$OUT/gpu_tests.log"
-echo "== bundled set (kevin eval-batch --backend cuda)"; tail -16 "$OUT/bundled_cuda.txt"
-echo "== agreement";   tail -22 "$OUT/eval_agreement.log"
+if has build; then
+  python3 bench/build_speed.py --backend cuda --out "$OUT" --plain-jobs 6 --plain-limit 6 > "$OUT/build_speed.log" 2>&1
+fi
+pids=()
+if has tests; then
+  python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.log" 2>&1 &
+  pids+=($!)
+  python3 -m kevin eval-batch --backend cuda --jobs 12 --quiet --out "$OUT/bundled_cuda.jsonl" \
+    > "$OUT/bundled_cuda.txt" 2>&1 &
+  pids+=($!)
+fi
+if has adversarial; then
+  python3 bench/adversarial.py --backend all --out "$OUT" > "$OUT/adversarial.log" 2>&1 &
+  pids+=($!)
+fi
+if has throughput; then
+  python3 bench/eval_throughput.py --kernelbench "$KEVIN_KERNELBENCH_DIR" --out "$OUT" --passes cold \
+    > "$OUT/throughput.log" 2>&1 &
+  pids+=($!)
+fi
+if has agreement; then
+  python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
+fi
+[ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+has build && { echo "== build speed"; tail -22 "$OUT/build_speed.log"; }
+has tests && { echo "== gpu tests"; tail -15 "$OUT/gpu_tests.log"; echo "== bundled set"; tail -16 "$OUT/bundled_cuda.txt"; }
+has adversarial && { echo "== adversarial"; tail -30 "$OUT/adversarial.log"; }
+has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
+has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
+exit 0

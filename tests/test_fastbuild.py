@@ -316,3 +316,84 @@ def test_a_compile_error_reads_as_the_real_builds(cache_root):
     assert isinstance(error, RuntimeError) and not record.fast
     assert "Error building extension 'kevin_fastbuild_broken'" in str(error)
     assert "not_a_method" in str(error) and "/fast/" not in str(error) and "kevin_lite" not in str(error)
+
+
+# -- gpu: the CUDA half -----------------------------------------------------------------------------
+
+CUDA_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAException.h>
+
+__global__ void scale_kernel(const float* in, float* out, float factor, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] * factor;
+}
+
+torch::Tensor scale(torch::Tensor x, double factor, int64_t blocks) {
+    TORCH_CHECK(x.is_cuda(), "scale: expected a CUDA tensor");
+    const c10::cuda::CUDAGuard guard(x.device());
+    auto input = x.contiguous();
+    auto out = torch::empty_like(input);
+    const int64_t n = input.numel();
+    if (blocks < 0) blocks = (n + 255) / 256;
+    scale_kernel<<<(unsigned)blocks, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        input.data_ptr<float>(), out.data_ptr<float>(), (float)factor, n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+torch::Tensor on_stream(torch::Tensor x) {
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto out = torch::zeros_like(x);
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    AT_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr<float>(), x.data_ptr<float>(), x.numel() * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, stream));
+    return out;
+}
+
+int64_t device_index(torch::Tensor x) { return x.get_device() * 10 + c10::cuda::current_device(); }
+"""
+CUDA_DECLARATIONS = """
+torch::Tensor scale(torch::Tensor x, double factor, int64_t blocks);
+torch::Tensor on_stream(torch::Tensor x);
+int64_t device_index(torch::Tensor x);
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_fast_cuda_build_behaves_like_the_real_build(cache_root, tmp_path):
+    arguments = _arguments(
+        name="kevin_fastbuild_cuda",
+        cpp_sources=CUDA_DECLARATIONS,
+        cuda_sources=CUDA_SOURCE,
+        functions=["scale", "on_stream", "device_index"],
+        extra_cuda_cflags=["-O3"],
+    )
+    fast = fastbuild.build(fastbuild.plan(arguments), tmp_path / "fast", cache_root)
+    real = cpp_extension.load_inline(
+        **{**arguments, "name": "kevin_fastbuild_cuda_real", "build_directory": str(tmp_path)}
+    )
+    x = torch.randn(1000, device="cuda")
+    calls = [
+        ("scale", (x, 2.0, -1)),
+        ("scale", (x.view(10, 100).t(), 0.5, -1)),
+        ("scale", (x.cpu(), 2.0, -1)),  # TORCH_CHECK
+        ("scale", (x, 2.0, 0)),  # a launch with no blocks: C10_CUDA_KERNEL_LAUNCH_CHECK raises
+        ("on_stream", (x,)),
+        ("device_index", (x,)),
+    ]
+    differences = []
+    for name, args in calls:
+        got, want = _outcome(fast, name, args), _outcome(real, name, args)
+        if not _same(got, want):
+            differences.append((name, got, want))
+    assert differences == []
+    assert torch.equal(fast.scale(x, 3.0, -1), x * 3.0)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):  # the kernel is enqueued on torch's current stream
+        y = fast.on_stream(x)
+    stream.synchronize()
+    assert torch.equal(y, x)
