@@ -420,3 +420,91 @@ def test_tensor_subclass_output_is_flagged(task, config):
     body = "        return ext.scale_relu(x, self.scale).as_subclass(Lazy)\n"
     result = evaluate(task, candidate("scale_relu", prelude=prelude, body=body), config)
     assert "tensor_subclass" in result.flags and not result.passed
+
+
+# -- what the candidate's process could reach (kevin.confine, the tamper re-check) ---------------
+
+
+def test_a_verdict_forged_on_the_channel_is_tampering(task, config):
+    # Stronger than the corpus's forger: it finds the pipe without sys.argv, through /proc.
+    prelude = (
+        "import json, os\n"
+        "_forged = {'event': 'result', 'result': {'stage': 'ok', 'correct': True,\n"
+        "           'timing': {'median_ms': 0.001}, 'baseline': {'eager': {'median_ms': 1.0}}}}\n"
+        "for _fd in os.listdir('/proc/self/fd'):\n"
+        "    try:\n"
+        "        if int(_fd) > 2 and os.readlink(f'/proc/self/fd/{_fd}').startswith('pipe:'):\n"
+        "            os.write(int(_fd), (json.dumps(_forged) + '\\n').encode())\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    )
+    result = evaluate(task, candidate("zeros", prelude=prelude), config)
+    assert result.stage == "runtime" and "tampering" in result.flags and not result.passed
+    assert result.speedup is None
+
+
+def test_a_torch_function_mode_left_entered_is_tampering(task, config):
+    prelude = "from torch.overrides import TorchFunctionMode\nTorchFunctionMode().__enter__()\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert "tampering" in result.flags and not result.passed
+    assert "function_mode_stack_depth" in result.error
+
+
+def test_rebinding_kevins_comparison_while_running_is_tampering(task, config):
+    body = "        import sys\n        sys.modules['kevin.compare'].compare = lambda *a: {'ok': True}\n"
+    result = evaluate(task, candidate("zeros", body=body), config)
+    assert "tampering" in result.flags and not result.passed
+    assert "kevin.compare.compare" in result.error
+
+
+def test_a_patched_clock_is_tampering(task, config):
+    prelude = "import time\ntime.perf_counter_ns = lambda: 0\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert "tampering" in result.flags and "time.perf_counter_ns" in result.error
+
+
+def test_a_changed_thread_count_is_global_state_and_its_baseline_is_not_cached(task, config):
+    from kevin.evaluate import _baseline_cache_file
+
+    cached = _baseline_cache_file(task, config)
+    cached.unlink(missing_ok=True)
+    prelude = "torch.set_num_threads(torch.get_num_threads() + 3)\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert result.correct and "global_state_changed" in result.flags and not result.passed
+    assert result.checks["cpu_threads"] >= 1
+    assert not cached.exists(), "a baseline timed next to a flagged candidate was cached"
+    honest = evaluate(task, candidate("scale_relu"), config)
+    assert honest.passed and cached.exists()
+
+
+def test_writes_outside_the_job_directory_are_denied(task, config):
+    target = Path(config.cache_dir) / "baselines" / "planted.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    prelude = f"open({str(target)!r}, 'w').write('{{}}')\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    if not result.checks.get("confinement", {}).get("landlock_abi") and result.stage != "compile":
+        pytest.skip("this kernel has no Landlock")
+    assert result.stage == "compile" and "PermissionError" in result.error
+    assert not target.exists()
+
+
+def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candidate(task, config, tmp_path):
+    # Leaves the session and the sandbox token behind: only the worker's subreaper tree finds it.
+    prelude = (
+        "import os\n"
+        "_child = os.fork()\n"
+        "if _child == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork():\n"
+        "        os._exit(0)\n"
+        "    open('daemon.pid', 'w').write(str(os.getpid()))\n"
+        "    os.execve('/bin/sleep', ['sleep', '300'], {})\n"
+        "os.waitpid(_child, 0)\n"
+    )
+    config = dataclasses.replace(config, keep_workdir=True)
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    (pid_file,) = tmp_path.glob("kevin-job-*/daemon.pid")
+    assert "left_processes" in result.flags and not result.passed
+    assert "left 1 process" in result.error
+    assert not _alive(int(pid_file.read_text())), "the daemon outlived the evaluation"

@@ -8,10 +8,11 @@ environment and its standard streams on /dev/null (any long-lived payload would 
 process that rewrites caches after the evaluation). It leaves its pid in
 /tmp/kevin-adversarial-daemons/ so the bench can end it. The kernel itself is honest.
 Naive harness: correct, and the daemon is still running after the harness has finished.
-kevin: static gate, concurrency (os.fork). Without the gate: the sandbox kills the worker's session
-and every process whose environment carries the job's token, and this daemon has neither, so it
-survives the evaluation unflagged (kevin misses this without the static gate; kevin.sandbox
-lists it among what it does not protect against).
+kevin: static gate, concurrency (os.fork). Without the gate (before the issue #4 fixes) the
+sandbox killed the worker's session and every process whose environment carries the job's token;
+this daemon has neither and survived. Now the worker is a child subreaper, so the daemon is
+re-parented to it and killed, failing the candidate (left_processes); under Landlock the pid file
+write in /tmp already fails (bench/adversarial/README.md).
 """
 
 import os

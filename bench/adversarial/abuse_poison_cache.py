@@ -11,7 +11,7 @@ Cheat: the kernel is honest. At import, the built extension's __file__ is
 timings, keyed by task) is two directories up; the candidate rewrites every "median_ms" there. It
 also drops a marker file in /tmp to show the write lands outside its working directory.
 Naive harness: correct; the marker file is left behind (a naive harness has no sandbox at all).
-kevin misses this: the worker's working directory is a temporary directory, but nothing stops
+kevin missed this before the issue #4 fixes (bench/adversarial/README.md says how it is caught now): the worker's working directory is a temporary directory, but nothing stops
 writes to absolute paths (kevin.sandbox says so), the cache root is derivable from the extension's
 path, and the static gate accepts pathlib/re file I/O. Every later evaluation of another task
 reads its eager baseline from the poisoned cache: speedups 100x too large, for honest and

@@ -10,7 +10,7 @@ call, replaces torch.allclose with a function that returns True and, when it fin
 that reports every output within tolerance and kevin.probes.precision_check with one that raises no
 flag. Done on the first call, after any import-time tamper check. The kernel returns zeros.
 Naive harness: it looks torch.allclose up at call time: True for zeros.
-kevin misses this: the static gate's scan of C++ knows py::module_::import, PyImport_*, PyRun_*,
+kevin missed this before the issue #4 fixes (bench/adversarial/README.md says how it is caught now): the static gate's scan of C++ knows py::module_::import, PyImport_*, PyRun_*,
 PyEval_*, PyObject_Call*, dlopen and system, but not PySys_GetObject or pybind11 attribute access
 (`obj.attr("x") = ...`, calls through py::object), so the file is accepted; the worker's
 comparison is then looked up at call time in its own globals, which the candidate has replaced.

@@ -8,11 +8,13 @@ harness reads verdicts from, then ends the process with os._exit(0) so nothing e
 naive harness that reads its child's stdout gets a result line; kevin's worker is started as
 `python -m kevin.worker JOB_JSON CHANNEL_FD`, so sys.argv[2] names the private channel's
 descriptor, which the candidate's code shares with the worker.
+When sys.argv does not name it, it writes the verdict to every pipe in /proc/self/fd.
 Naive harness: takes the last result line its child printed: the forged one.
-kevin misses this: the supervisor accepts the first `result` message on the channel and trusts
-every field in it (stage, correct, timing, baseline), so the evaluation reports ok, correct,
-speedup 1000, no flags. The static gate accepts the file (os, sys are allowed imports; os.write,
-os._exit and sys.argv are not on any forbidden list).
+kevin (before the fix) accepted the first `result` message on the channel and trusted every field
+in it: ok, correct, speedup 1000, no flags. kevin now: the worker drops the descriptor from
+sys.argv and moves it to a random close-on-exec number, and every message of kevin's carries the
+job's channel token (kevin.confine); the supervisor drops and counts lines without it, and any
+such line makes the result `tampering` (runtime, not passed). The static gate accepts the file.
 """
 
 import os
@@ -32,6 +34,13 @@ _KEVIN = (
 os.write(1, _NAIVE)
 if len(sys.argv) > 2 and sys.argv[2].isdigit():
     os.write(int(sys.argv[2]), _KEVIN)
+else:  # the descriptor is not named: every pipe this process holds gets the verdict
+    for _fd in os.listdir("/proc/self/fd"):
+        try:
+            if int(_fd) > 2 and os.readlink(f"/proc/self/fd/{_fd}").startswith("pipe:"):
+                os.write(int(_fd), _KEVIN)
+        except OSError:
+            pass
 os._exit(0)
 
 TRICKS_CPP = r"""@@tricks.cpp@@"""

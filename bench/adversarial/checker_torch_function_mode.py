@@ -9,7 +9,7 @@ leaving replaces no attribute at all. The mode answers torch.allclose with True 
 subtraction (torch.sub, Tensor.sub, a - b) with zeros, so any error measure built on a difference
 is zero. The kernel returns zeros.
 Naive harness: torch.allclose(out, ref) goes through the mode: True.
-kevin misses this: its comparison (kevin.compare.error_stats) and precision probe compute
+kevin missed this before the issue #4 fixes (bench/adversarial/README.md says how it is caught now): its comparison (kevin.compare.error_stats) and precision probe compute
 differences with torch.sub and `a - b`, which the mode answers with zeros, so every trial, every
 timed output and the fp64 precision check see zero error. Its tamper check compares the identity
 of torch's functions, which a mode does not change. The static gate accepts the file (torch.overrides

@@ -11,8 +11,7 @@ Naive harness: it times with time.perf_counter looked up at call time: a slow ke
 hundreds of times faster than eager.
 kevin: static gate, global-state (assigning an imported module's attribute). The worker binds
 time.perf_counter_ns when it builds its Timer, which happens after the candidate's import, so with
-the static gate off the patched clock is the one kevin uses (see README: kevin misses this
-without the static gate).
+the static gate off the patched clock is the one kevin uses (fixed since: README).
 """
 
 import time

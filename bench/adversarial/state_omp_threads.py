@@ -10,7 +10,8 @@ runtime from the same thread, so every eager op timed afterwards in this process
 on however many cores there are: on a 2-core machine the reference is ~10x slower and the
 candidate's speedup ~10x larger. The CUDA analogue is flipping TF32 or cuDNN flags.
 Naive harness: it times the reference after the candidate, in the same process: inflated speedup.
-kevin misses this when the task's baseline is not cached yet (the first evaluation of a task, the
+kevin missed this (before the issue #4 fixes; now global_state_changed, and a flagged run's
+baseline is never cached) when the task's baseline is not cached yet (the first evaluation of a task, the
 default config): the baseline is timed in the candidate's worker after the candidate ran, the
 global-flag check (kevin.worker.Harness.global_flags) does not include the thread count, and the
 polluted baseline is then written to the baseline cache, where it inflates the speedup of every
