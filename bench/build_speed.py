@@ -41,6 +41,7 @@ mode, cache, kwargs_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 kwargs = json.loads(Path(kwargs_path).read_text())
 record = {}
 if mode == "plain":
+    cache.mkdir(parents=True, exist_ok=True)
     kwargs["build_directory"] = str(cache)
     started = time.perf_counter()
     try:

@@ -11,7 +11,8 @@ candidate can do too. This module narrows that before the candidate is imported:
                as tampering instead of being believed.
   writes       Landlock (Linux 5.13+, unprivileged): from here on this process and its children may
                create, write, rename or delete files only under the job directory, the build cache
-               and /dev/shm, and write to the device lock file and existing device files. Kevin's
+               and /dev/shm, and write to the device lock file and existing device files (and, for a
+               CUDA job, existing /proc files: the CUDA driver names its threads there). Kevin's
                baseline cache, the user's files and /tmp are read-only to the candidate. With
                Landlock ABI 6+ it also cannot signal processes outside the worker (the supervisor,
                other workers).
@@ -217,4 +218,9 @@ def confine_worker(job: dict[str, Any]) -> dict[str, Any]:
     dirs = [os.getcwd(), job["build_cache"], "/dev/shm", *job.get("writable_dirs", [])]
     dirs += [os.environ[name] for name in ("TRITON_CACHE_DIR",) if os.environ.get(name)]
     files = ["/dev"] + ([job["device_lock"]] if job.get("device_lock") else [])
+    if str(job.get("device", "")).startswith("cuda"):
+        # The CUDA driver names its threads by writing /proc/self/task/<tid>/comm, in cuInit and
+        # later; denied, cuInit fails with error 304. Landlock's own ptrace rule still keeps the
+        # candidate out of other processes' /proc/<pid>/mem.
+        files.append("/proc")
     return {"landlock_abi": confine_writes(dirs, files), "subreaper": become_subreaper()}

@@ -82,6 +82,8 @@ class EvalConfig:
     limits: Limits = field(default_factory=Limits)
     static_check: bool = True
     """Run the static gate (kevin.checks) before building."""
+    fast_build: bool = True
+    """Try kevin.fastbuild (light headers, shared binding) before the real load_inline."""
     workdir_root: str | None = None
     keep_workdir: bool = False
 
@@ -132,6 +134,7 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
     cached = _read_baseline(cache_file) if config.baseline_cache else {}
     job = {
         "device": config.device,
+        "fast_build": config.fast_build,
         "precision": config.precision,
         "trials": config.trials,
         "distribution_trials": config.distribution_trials,
@@ -261,7 +264,14 @@ def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[s
     builds = data.get("builds") or []
     if builds:
         result.stage_seconds["build"] = round(sum(b.get("seconds", 0.0) for b in builds), 4)
-        result.timing = dict(result.timing, build_cache_hit=all(b.get("cache_hit") for b in builds))
+        result.timing = dict(
+            result.timing,
+            build_cache_hit=all(b.get("cache_hit") for b in builds),
+            build_fast=all(b.get("fast") for b in builds),
+        )
+        fallbacks = [b["fallback"] for b in builds if b.get("fallback")]
+        if fallbacks:
+            result.checks = dict(result.checks, build_fallback=fallbacks[0])
     if result.correct and timing.get("median_ms"):
         result.runtime_ms = timing["median_ms"]
         if eager.get("median_ms"):
@@ -363,6 +373,9 @@ def add_eval_options(parser: Any) -> None:
     parser.add_argument("--no-baseline-cache", action="store_true")
     parser.add_argument("--no-static-check", action="store_true")
     parser.add_argument(
+        "--no-fast-build", action="store_true", help="build every candidate with the real load_inline"
+    )
+    parser.add_argument(
         "--cache-dir", default=None, help="build and baseline caches (default ~/.cache/kevin)"
     )
 
@@ -384,6 +397,7 @@ def config_from_args(args: Any) -> EvalConfig:
         compile_baseline=args.compile_baseline,
         baseline_cache=not args.no_baseline_cache,
         static_check=not args.no_static_check,
+        fast_build=not args.no_fast_build,
         cache_dir=args.cache_dir,
     )
 

@@ -314,30 +314,43 @@ def _flock(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_shim(cache_root: Path, load_inline: Any = None) -> Shim:
-    """The shim for this toolchain: built once (under a lock) with the real headers, then imported."""
+def _build_shim(name: str, directory: Path) -> None:
+    from torch.utils import cpp_extension
+
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    cuda = _torch_cuda()
+    cpp_extension.load(
+        name=name,
+        sources=[str(SHIM_SOURCE)],
+        extra_cflags=["-O2"] + (["-DKEVIN_SHIM_CUDA"] if cuda else []),
+        build_directory=str(directory),
+        with_cuda=cuda,
+        verbose=False,
+    )
+    (directory / ".kevin-complete").touch()
+
+
+def shim_root(cache_root: Path) -> Path:
+    """Shims live beside the build cache, not in it: a confined worker may write the build cache
+    (it builds there) but not the shim every later candidate links to."""
+    return cache_root.parent / "shims"
+
+
+def ensure_shim(cache_root: Path) -> Shim:
+    """The shim for this toolchain: built once (under a lock) with the real headers, then imported.
+    kevin.worker calls this before confining itself; a confined process can only import it."""
     key = shim_key()
     if key in _SHIMS:
         return _SHIMS[key]
     name = f"kevin_shim_{key}"
-    directory = cache_root / f"_shim-{key}"
+    root = shim_root(cache_root)
+    directory = root / key
     library = directory / f"{name}.so"
-    with _flock(cache_root / ".locks" / f"shim-{key}.lock"):
-        if not (directory / ".kevin-complete").exists():
-            from torch.utils import cpp_extension
-
-            shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True)
-            cuda = _torch_cuda()
-            cpp_extension.load(
-                name=name,
-                sources=[str(SHIM_SOURCE)],
-                extra_cflags=["-O2"] + (["-DKEVIN_SHIM_CUDA"] if cuda else []),
-                build_directory=str(directory),
-                with_cuda=cuda,
-                verbose=False,
-            )
-            (directory / ".kevin-complete").touch()
+    if not (directory / ".kevin-complete").exists():
+        with _flock(root / ".locks" / f"{key}.lock"):
+            if not (directory / ".kevin-complete").exists():
+                _build_shim(name, directory)
     module = sys.modules.get(name) or _import_file(name, library)
     shim = Shim(path=library, module=module)
     _SHIMS[key] = shim

@@ -177,6 +177,14 @@ def _is_compute(event: Any) -> bool:
     return False
 
 
+def warm_profiler(is_cuda: bool) -> None:
+    """Start and stop the profiler once, so the trace under the device lock does not pay its start-up."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])):
+        pass
+
+
 def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict[str, Any]:
     """Run `fn` once under the profiler; return the share of library work and the top operators."""
     from torch.profiler import ProfilerActivity, profile

@@ -106,6 +106,29 @@ def test_landlock_confines_writes_to_the_allowed_directories(tmp_path):
     assert (outside / "baseline.json").read_text() == "{}"
 
 
+def test_a_cuda_job_may_name_its_threads_a_cpu_job_may_not(tmp_path):
+    """The CUDA driver writes /proc/self/task/<tid>/comm in cuInit; denied, CUDA fails with error 304."""
+    results = {}
+    for device in ("cuda:0", "cpu"):
+        job = {"max_file_bytes": 2**30, "build_cache": str(tmp_path / "builds"), "device": device}
+        done = _python(f"""
+            import threading
+            from kevin import confine
+            print(confine.confine_worker({job!r})["landlock_abi"])
+            try:
+                with open(f"/proc/self/task/{{threading.get_native_id()}}/comm", "w") as handle:
+                    handle.write("kevin-named")
+                print("named")
+            except PermissionError:
+                print("denied")
+        """, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        results[device] = done.stdout.split()
+    if results["cpu"][0] == "0":
+        pytest.skip("this kernel has no Landlock")
+    assert results == {"cuda:0": [results["cuda:0"][0], "named"], "cpu": [results["cpu"][0], "denied"]}
+
+
 def test_a_subreaper_finds_and_kills_a_double_forked_daemon_with_no_environment():
     done = _python("""
         import os, time
