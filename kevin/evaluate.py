@@ -149,6 +149,9 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         "candidate_filename": "candidate.py",
         "build_cache": str(config.cache_root / "builds"),
         "baseline_cached": cached.get("stats"),
+        # Read again by the worker just before it would time the baseline itself: an evaluation of
+        # the same task that finished meanwhile has cached it (the file is read-only to workers).
+        "baseline_cache_file": str(cache_file) if config.baseline_cache else None,
         "baseline_device": cached.get("device_name"),
         "device_lock": str(_ensure_lock_file(device_lock_path(config))),
         "cpu_threads": config.cpu_threads,

@@ -10,6 +10,14 @@ trace (`library_kernels`, `no_custom_kernel`)
     time is device time on the GPU (kernels launched under a compute operator) and self CPU time
     on the CPU back end. Flagged when it exceeds `LIBRARY_SHARE_LIMIT`; on the GPU, `no_custom_kernel`
     when no kernel ran outside an ATen operator.
+streams (`side_stream`, GPU)
+    The same trace lists every device activity (kernels, copies, sets) with the CUDA stream it ran
+    on; a marker launched on the caller's current stream first names that stream. Work on any other
+    stream is flagged: the timing events are recorded on the current stream, so work elsewhere is
+    not in their interval however small it is (the host-side `clock_escape` gap only sees work
+    long enough to delay the final synchronize). Launching with no stream argument uses the legacy
+    default stream, which is the current one in the worker. Honest multi-stream kernels that join
+    back to the current stream are flagged too: the policy is one stream, the current one.
 precision (`lower_precision`)
     fp32 tasks only: the candidate's relative L2 error against a float64 reference, compared with the
     fp32 reference's own error against it. TF32 or bf16 arithmetic is one to three orders of
@@ -185,11 +193,37 @@ def warm_profiler(is_cuda: bool) -> None:
         pass
 
 
+def device_streams(prof: Any) -> dict[int, list[str]]:
+    """Stream id -> names of the device activities the profile recorded on it (empty without CUPTI)."""
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if results is None:
+        return {}
+    from torch.autograd import DeviceType
+
+    streams: dict[int, list[str]] = {}
+    for event in results.events():
+        if event.device_type() == DeviceType.CUDA:
+            streams.setdefault(int(event.device_resource_id()), []).append(str(event.name()))
+    return streams
+
+
+def current_stream_ids(sync: Any) -> set[int]:
+    """The profiler's id(s) for the caller's current stream: where a marker fill runs."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch.zeros(1, device=torch.device("cuda", torch.cuda.current_device()))
+        sync()
+    return set(device_streams(prof))
+
+
 def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict[str, Any]:
     """Run `fn` once under the profiler; return the share of library work and the top operators."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
+    own_streams = current_stream_ids(sync) if is_cuda else set()
     with instrumented(modules):
         for _ in range(2):  # the first profile carries the profiler's own start-up in its first range
             with profile(activities=activities) as prof:
@@ -227,8 +261,14 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
         flags.append("library_kernels")
     if custom_us <= 0.0:
         flags.append("no_custom_kernel")
+    side = {}
+    if own_streams:  # no marker seen (no CUPTI): nothing to compare with
+        side = {stream: names[:3] for stream, names in device_streams(prof).items() if stream not in own_streams}
+    if side:
+        flags.append("side_stream")
     top = sorted(library.items(), key=lambda item: -item[1])[:5]
     return {
+        "side_streams": {str(k): v for k, v in side.items()},
         "library_share": round(share, 4),
         "library_ops_us": {k: round(v, 1) for k, v in top},
         "custom_us": round(custom_us, 1),

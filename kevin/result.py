@@ -27,6 +27,7 @@ BLOCKING_FLAGS: frozenset[str] = frozenset(
         "timed_output_mismatch",
         "global_state_changed",
         "clock_escape",
+        "side_stream",
         "tampering",
         "library_kernels",
         "no_custom_kernel",

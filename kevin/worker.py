@@ -391,7 +391,7 @@ class Harness:
             if not report["ok"]:
                 self.flags.append(f"timed_output_mismatch:{name}")
 
-        baseline = job.get("baseline_cached") or {}
+        baseline = job.get("baseline_cached") or _late_baseline(job.get("baseline_cache_file")) or {}
         if "eager" not in baseline:
             self.stage("baseline")
             baseline["eager"] = timer.measure(lambda: model(*buffers), refill).to_dict()
@@ -457,6 +457,18 @@ class Harness:
             time.sleep(0.25)
 
 
+def _late_baseline(path: str | None) -> dict[str, Any]:
+    """The baseline another evaluation of this task cached after this one started (same key, so
+    same device and settings); empty when there is none."""
+    if not path:
+        return {}
+    try:
+        stats = json.loads(Path(path).read_text()).get("stats")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return dict(stats) if isinstance(stats, dict) and "eager" in stats else {}
+
+
 def _cast_floating(model: Any, dtype: Any) -> Any:
     import torch
 
@@ -484,7 +496,10 @@ def main(argv: list[str]) -> int:
     job_path.unlink()  # the secret seed and the channel token are not left lying around
     channel = Channel(int(argv[2]), job.pop("channel_token"))
     confine.hide_channel_argument(argv)
+    # Building the shim (once per toolchain, ~30-60 s) is build work: under the compile deadline.
+    channel.send({"event": "stage", "stage": "compile"})
     _prepare_shim(job)
+    channel.send({"event": "stage", "stage": "setup"})
     confinement = confine.confine_worker(job)
     harness = None
     try:

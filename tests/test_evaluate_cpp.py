@@ -508,3 +508,17 @@ def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candi
     assert "left_processes" in result.flags and not result.passed
     assert "left 1 process" in result.error
     assert not _alive(int(pid_file.read_text())), "the daemon outlived the evaluation"
+
+
+def test_a_baseline_cached_while_an_evaluation_ran_is_used_not_timed_again(task, config, monkeypatch):
+    from kevin import evaluate as evaluate_module
+
+    first = evaluate(task, candidate("scale_relu"), config)
+    assert first.passed and "baseline" in first.stage_seconds or evaluate_module._baseline_cache_file(
+        task, config
+    ).exists()
+    # As if the parent had read the cache just before another evaluation of the task wrote it.
+    monkeypatch.setattr(evaluate_module, "_read_baseline", lambda path: {})
+    second = evaluate(task, candidate("scale_relu"), config)
+    assert second.passed and "baseline" not in second.stage_seconds
+    assert second.baseline_ms is not None and second.speedup is not None

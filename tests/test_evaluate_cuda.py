@@ -27,6 +27,7 @@ torch::Tensor illegal_access(torch::Tensor x, double scale);
 torch::Tensor spin(torch::Tensor x, double scale);
 torch::Tensor device_assert(torch::Tensor x, double scale);
 torch::Tensor side_stream(torch::Tensor x, double scale);
+torch::Tensor side_stream_once(torch::Tensor x, double scale);
 """
 
 CUDA_SRC = r"""
@@ -109,9 +110,22 @@ torch::Tensor side_stream(torch::Tensor x, double scale) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;  // not synchronized: the harness's end event fires before the work is done
 }
+
+torch::Tensor side_stream_once(torch::Tensor x, double scale) {
+    // One short kernel on another stream: too small to delay the final synchronize visibly.
+    static cudaStream_t other = nullptr;
+    if (!other) cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+    auto input = x.contiguous();
+    auto out = torch::empty_like(input);
+    int64_t n = input.numel();
+    scale_relu_kernel<<<(n + 255) / 256, 256, 0, other>>>(input.data_ptr<float>(), out.data_ptr<float>(),
+                                                         (float)scale, n, 1);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
 """
 
-FUNCTIONS = ["scale_relu", "scale_only", "illegal_access", "spin", "device_assert", "side_stream"]
+FUNCTIONS = ["scale_relu", "scale_only", "illegal_access", "spin", "device_assert", "side_stream", "side_stream_once"]
 
 
 def candidate(call: str, body: str = "", name: str = "kevin_test_cuda_ext", cuda: str = CUDA_SRC) -> str:
@@ -228,3 +242,11 @@ def test_work_on_another_stream_escapes_the_event_clock_and_is_flagged(task, con
     assert result.correct
     assert result.timing["wall_minus_event_ms"] > 0.05
     assert "clock_escape" in result.flags and not result.passed
+    assert "side_stream" in result.flags
+
+
+def test_one_short_kernel_on_another_stream_is_flagged_by_the_trace(task, config):
+    result = evaluate(task, candidate("side_stream_once"), config)
+    assert result.correct
+    assert "side_stream" in result.flags and not result.passed
+    assert result.checks["trace"]["side_streams"]
