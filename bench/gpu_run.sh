@@ -4,7 +4,8 @@
 #               for the first 6 (6 at once); runs alone, so build times see an idle machine
 #   tests       the `gpu` tests, the bundled set through `kevin eval-batch`, in parallel
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench)
-#   adversarial bench/adversarial.py on both back ends (the corpus table of issue #4)
+#   adversarial bench/adversarial.py --backend cuda (the GPU corpus table of issue #4; the cpp
+#               corpus runs on the CPU: python bench/adversarial.py --backend cpp)
 #   throughput  bench/eval_throughput.py, cold pass (issue #5)
 # Parallel steps share the device lock in /tmp, so no two of them ever time on the GPU at once.
 # Usage there:  OUT=<dir> STEPS="build tests" bash bench/gpu_run.sh
@@ -35,7 +36,7 @@ if has tests; then
   pids+=($!)
 fi
 if has adversarial; then
-  python3 bench/adversarial.py --backend all --out "$OUT" > "$OUT/adversarial.log" 2>&1 &
+  python3 bench/adversarial.py --backend cuda --jobs 8 --out "$OUT" > "$OUT/adversarial.log" 2>&1 &
   pids+=($!)
 fi
 if has throughput; then
