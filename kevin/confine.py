@@ -152,15 +152,22 @@ def _add_rule(libc: Any, ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def parent_of(pid: int) -> tuple[int, bool] | None:
-    """(parent pid, alive) of a process; None when it is gone. Zombies are not alive."""
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first); None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()
     except OSError:
         return None
     # The command name is in parentheses and may contain spaces; fields after it are fixed.
-    fields = data[data.rfind(b")") + 2 :].split()
+    return data[data.rfind(b")") + 2 :].split()
+
+
+def parent_of(pid: int) -> tuple[int, bool] | None:
+    """(parent pid, alive) of a process; None when it is gone. Zombies are not alive."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     return int(fields[1]), fields[0] not in (b"Z", b"X")
 
 

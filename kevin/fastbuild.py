@@ -33,7 +33,6 @@ argument types raises a TypeError worded differently from pybind11's.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import hashlib
@@ -301,19 +300,6 @@ def _import_file(name: str, path: Path) -> Any:
     return module
 
 
-@contextlib.contextmanager
-def _flock(path: Path):
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _build_shim(name: str, directory: Path) -> None:
     from torch.utils import cpp_extension
 
@@ -348,7 +334,9 @@ def ensure_shim(cache_root: Path) -> Shim:
     directory = root / key
     library = directory / f"{name}.so"
     if not (directory / ".kevin-complete").exists():
-        with _flock(root / ".locks" / f"{key}.lock"):
+        from kevin.build import _locked
+
+        with _locked(root / ".locks" / f"{key}.lock"):
             if not (directory / ".kevin-complete").exists():
                 _build_shim(name, directory)
     module = sys.modules.get(name) or _import_file(name, library)

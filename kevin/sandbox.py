@@ -270,14 +270,10 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
     """(process group, session) of a live process; None for a zombie or a process gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    # The command name is in parentheses and may contain spaces; fields after it are fixed.
-    fields = data[data.rfind(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):
+    from kevin.confine import stat_fields
+
+    fields = stat_fields(pid)
+    if fields is None or fields[0] in (b"Z", b"X"):
         return None
     return int(fields[2]), int(fields[3])
 
