@@ -1,0 +1,41 @@
+"""kevin.probes pieces that need no GPU: reading streams out of a profile, the blocking flags."""
+
+from __future__ import annotations
+
+import types
+
+from torch.autograd import DeviceType
+
+from kevin import probes
+from kevin.result import BLOCKING_FLAGS, EvalResult
+
+
+def _event(name: str, device: DeviceType, stream: int):
+    return types.SimpleNamespace(
+        name=lambda: name, device_type=lambda: device, device_resource_id=lambda: stream
+    )
+
+
+def _profile(*events):
+    results = types.SimpleNamespace(events=lambda: list(events))
+    return types.SimpleNamespace(profiler=types.SimpleNamespace(kineto_results=results))
+
+
+def test_device_streams_groups_device_activity_by_stream_and_ignores_host_events():
+    prof = _profile(
+        _event("fill_kernel", DeviceType.CUDA, 7),
+        _event("cudaLaunchKernel", DeviceType.CPU, 7),
+        _event("scale_relu_kernel", DeviceType.CUDA, 13),
+        _event("Memcpy DtoD", DeviceType.CUDA, 7),
+    )
+    assert probes.device_streams(prof) == {7: ["fill_kernel", "Memcpy DtoD"], 13: ["scale_relu_kernel"]}
+
+
+def test_a_profile_without_kineto_results_has_no_streams():
+    assert probes.device_streams(types.SimpleNamespace()) == {}
+
+
+def test_side_stream_blocks_the_score():
+    assert "side_stream" in BLOCKING_FLAGS
+    result = EvalResult(stage="ok", compiled=True, correct=True, speedup=11.0, flags=["side_stream"])
+    assert not result.passed
