@@ -40,29 +40,23 @@ import torch.utils.cpp_extension as ce
 mode, cache, kwargs_path = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 kwargs = json.loads(Path(kwargs_path).read_text())
 record = {}
+log = None
 if mode == "plain":
     cache.mkdir(parents=True, exist_ok=True)
     kwargs["build_directory"] = str(cache)
-    started = time.perf_counter()
-    try:
-        ce.load_inline(**kwargs)
-        record["ok"] = True
-    except Exception as exc:
-        record["ok"] = False
-        record["error"] = str(exc)[-400:]
-    record["seconds"] = time.perf_counter() - started
 else:
     from kevin import build
     log = build.BuildLog()
     build.install(cache, log, fast=(mode != "kevin-nofast"))
-    started = time.perf_counter()
-    try:
-        ce.load_inline(**kwargs)
-        record["ok"] = True
-    except Exception as exc:
-        record["ok"] = False
-        record["error"] = str(exc)[-400:]
-    record["seconds"] = time.perf_counter() - started
+started = time.perf_counter()
+try:
+    ce.load_inline(**kwargs)
+    record["ok"] = True
+except Exception as exc:
+    record["ok"] = False
+    record["error"] = str(exc)[-400:]
+record["seconds"] = time.perf_counter() - started
+if log is not None:
     record.update({k: v for k, v in log.to_list()[0].items() if k in ("cache_hit", "fast", "fallback")})
 print("RESULT " + json.dumps(record))
 """
