@@ -59,7 +59,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from naive_harness import naive_eval  # noqa: E402
 
-from kevin.evaluate import EvalConfig, evaluate  # noqa: E402
+from kevin import devlock  # noqa: E402
+from kevin.evaluate import EvalConfig, device_lock_path, evaluate  # noqa: E402
 from kevin.result import EvalResult  # noqa: E402
 from kevin.sandbox import Limits  # noqa: E402
 from kevin.tasks import Task, load_bundled  # noqa: E402
@@ -314,10 +315,22 @@ def run_kevin(entry: Entry, source: str, runs: Runs, lock_dir: Path, **changes: 
     return summary
 
 
+@contextlib.contextmanager
+def _device_alone(backend: str) -> Iterator[None]:
+    """The naive harness has no lock of its own: on a GPU it runs holding kevin's device lock."""
+    if backend != "cuda":
+        yield
+        return
+    config = EvalConfig()
+    path = devlock.ensure_files(device_lock_path(config), config.device_slots)
+    with devlock.DeviceLock(path, config.device_slots).exclusive():
+        yield
+
+
 def run_naive(entry: Entry, source: str, runs: Runs, timeout_s: float) -> dict[str, Any]:
     task = problem_task(entry.problem)
     device = "cuda" if entry.backend == "cuda" else "cpu"
-    with runs.fresh() as root:
+    with runs.fresh() as root, _device_alone(entry.backend):
         before = _baselines(root)
         clear_side_effects()
         verdict = naive_eval(
@@ -644,11 +657,18 @@ def main(argv: list[str] | None = None) -> int:
     entries = [e for e in load_corpus(args.backend) if fnmatch.fnmatch(e.name, args.only)]
     cache = Path(args.cache) if args.cache else default_cache()
     runs = Runs(cache)
-    lock_dir = cache / "locks"
+    # CUDA: the machine's own device lock, so nothing else timing on the GPU (tests, benchmarks)
+    # overlaps these runs. cpp: a lock of our own (the CPU runs in CI share nothing).
+    lock_dir = Path(EvalConfig().lock_dir) if args.backend == "cuda" else cache / "locks"
     started = time.monotonic()
     print(f"prebuilding ({args.jobs} at a time)", flush=True)
     for line in prebuild(entries, cache, args.jobs):
         print("  " + line, flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "adversarial_cpu" if args.backend == "cpp" else "adversarial_cuda"
+    partial = out / f"{stem}_rows.jsonl"  # one line per candidate as it finishes: kept if cut short
+    partial.write_text("")
     rows = []
     for entry in entries:
         source = render(entry.path)
@@ -665,7 +685,24 @@ def main(argv: list[str] | None = None) -> int:
             f"-> {row['outcome_default']}/{row['outcome_dynamic_only']}",
             flush=True,
         )
-    cost = [] if args.no_cost else measure_costs(entries, runs, lock_dir, cache)
+        if row["outcome_dynamic_only"] != row["outcome_default"]:
+            print(f"{'':34s} dynamic only: {_kevin_cell(row['kevin_dynamic'])[:160]}", flush=True)
+        with partial.open("a") as handle:
+            handle.write(json.dumps(row, default=str) + "\n")
+    report = _report(args, argv, started, rows, [])
+    _write(report, out, stem)  # the table first; the costs (minutes on a GPU) are added after
+    if not args.no_cost:
+        report = _report(args, argv, started, rows, measure_costs(entries, runs, lock_dir, cache))
+        _write(report, out, stem)
+    clear_side_effects()
+    print(markdown(report))
+    print(f"kevin (default): {summary_line(report['summary']['default'])}  [{report['wall_s']} s]")
+    return 0
+
+
+def _report(
+    args: argparse.Namespace, argv: list[str] | None, started: float, rows: list[dict], cost: list[dict]
+) -> dict[str, Any]:
     import torch
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
@@ -685,15 +722,12 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "cost": cost,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "adversarial_cpu" if args.backend == "cpp" else "adversarial_cuda"
+    return report
+
+
+def _write(report: dict[str, Any], out: Path, stem: str) -> None:
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (out / f"{stem}.md").write_text(markdown(report))
-    clear_side_effects()
-    print(markdown(report))
-    print(f"kevin (default): {summary_line(report['summary']['default'])}  [{report['wall_s']} s]")
-    return 0
 
 
 if __name__ == "__main__":

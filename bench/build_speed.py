@@ -76,7 +76,9 @@ def capture(path: Path) -> dict:
         "ce.load_inline = fake\n"
         "try:\n    runpy.run_path(sys.argv[1])\nexcept Captured:\n    pass\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
     for line in done.stdout.splitlines():
         if line.startswith("KWARGS "):
             return json.loads(line[7:])
@@ -87,7 +89,10 @@ def run_child(mode: str, cache: Path, kwargs_file: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(cache), str(kwargs_file)],
-        capture_output=True, text=True, timeout=900, env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
     )
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -117,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["cuda", "cpp"], default="cuda")
     parser.add_argument("--out", type=Path, required=True, help="directory for build_speed.md / .json")
     parser.add_argument("--plain-jobs", type=int, default=4, help="plain builds at once (0: skip plain)")
-    parser.add_argument("--plain-limit", type=int, default=0, help="plain builds of the first N only (0: all)")
+    parser.add_argument(
+        "--plain-limit", type=int, default=0, help="plain builds of the first N only (0: all)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="kevin cold builds at once (default 1: latency)")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -146,14 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     for row, cold in zip(rows, colds):
         row["kevin_cold"] = cold
         row["kevin_hit"] = run_child("kevin", cache, row["kwargs"])
-        print(f"{row['candidate']:40s} cold {cold['seconds']:7.2f} s fast={cold.get('fast')} "
-              f"hit {row['kevin_hit']['seconds']:.3f} s {cold.get('fallback', '')[:80]}", flush=True)
+        print(
+            f"{row['candidate']:40s} cold {cold['seconds']:7.2f} s fast={cold.get('fast')} "
+            f"hit {row['kevin_hit']['seconds']:.3f} s {cold.get('fallback', '')[:80]}",
+            flush=True,
+        )
 
     if args.plain_jobs:
         started = time.perf_counter()
         with futures.ThreadPoolExecutor(args.plain_jobs) as pool:
             chosen = rows[: args.plain_limit or None]
-            plains = list(pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), chosen))
+            plains = list(
+                pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), chosen)
+            )
         plain_wall = time.perf_counter() - started
         for row, plain in zip(chosen, plains):
             row["plain"] = plain
@@ -191,13 +203,20 @@ def main(argv: list[str] | None = None) -> int:
         p = r.get("plain", {}).get("seconds", float("nan"))
         c, h = r["kevin_cold"], r["kevin_hit"]
         note = c.get("fallback", "") or ("" if c["ok"] else "build failed: " + c.get("error", "")[:80])
-        lines.append(f"| {r['candidate']} | {p:.1f} | {c['seconds']:.2f} | {'yes' if c.get('fast') else 'no'} | "
-                     f"{h['seconds']:.3f} | {note[:100].replace('|', '/')} |")
+        lines.append(
+            f"| {r['candidate']} | {p:.1f} | {c['seconds']:.2f} | {'yes' if c.get('fast') else 'no'} | "
+            f"{h['seconds']:.3f} | {note[:100].replace('|', '/')} |"
+        )
     lines += ["", "```", json.dumps(summary, indent=2), "```", ""]
     (args.out / "build_speed.md").write_text("\n".join(lines))
-    (args.out / "build_speed.json").write_text(json.dumps({"summary": summary, "rows": [
-        {k: v for k, v in r.items() if k != "kwargs"} for r in rows]}, indent=2, default=str))
-    print("\n".join(lines[-len(json.dumps(summary, indent=2).splitlines()) - 3:]))
+    (args.out / "build_speed.json").write_text(
+        json.dumps(
+            {"summary": summary, "rows": [{k: v for k, v in r.items() if k != "kwargs"} for r in rows]},
+            indent=2,
+            default=str,
+        )
+    )
+    print("\n".join(lines[-len(json.dumps(summary, indent=2).splitlines()) - 3 :]))
     return 0
 
 

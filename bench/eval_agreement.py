@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -30,8 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kevin import build  # noqa: E402
+from kevin import build, devlock  # noqa: E402
 from kevin.batch import Pair, run_batch  # noqa: E402
+from kevin.devlock import DeviceLock  # noqa: E402
 from kevin.evaluate import EvalConfig, device_lock_path, evaluate  # noqa: E402
 from kevin.tasks import Task  # noqa: E402
 from kevin.timing import TimingConfig  # noqa: E402
@@ -78,9 +78,10 @@ def independent_speedup(problem_src: str, candidate_src: str, name: str) -> dict
 @contextlib.contextmanager
 def device_lock(config: EvalConfig):
     """The same per-device lock file kevin's workers take while they run and time."""
-    path = device_lock_path(config)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    lock = DeviceLock(
+        devlock.ensure_files(device_lock_path(config), config.device_slots), config.device_slots
+    )
+    with lock.exclusive():
         yield
 
 

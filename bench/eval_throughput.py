@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -72,8 +71,10 @@ PLAIN_SEED = 42
 PLAIN_TRIALS = 5
 PLAIN_TOLERANCE = 1e-2
 CACHE_MARKER = ".eval_throughput"
-GPU_STAGES = ("inputs", "correctness", "timing", "reference", "baseline", "done")
-"""kevin worker stages run while it holds the device lock (kevin.worker's order of work)."""
+GPU_STAGES = ("inputs", "correctness", "timing", "reference", "baseline")
+"""kevin worker stages run while it holds the device (kevin.devlock): shared or exclusively."""
+EXCLUSIVE_STAGES = ("timing", "baseline")
+"""The stages that hold it exclusively (nothing else runs on the GPU meanwhile)."""
 
 
 # -- the candidate set and the problems --------------------------------------------------------------
@@ -122,7 +123,7 @@ def _spread_problems(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     others = [p for p in by_problem if not p.startswith(("L1", "L2"))]
     problems = [p for pair in zip(*levels) for p in pair]
     longer = max(levels, key=len)
-    problems += longer[len(min(levels, key=len)):] + others
+    problems += longer[len(min(levels, key=len)) :] + others
     order = []
     while any(by_problem.values()):
         for problem in problems:
@@ -194,6 +195,8 @@ def plain_child(problem_path: str, candidate_path: str, lock_path: str, budget_m
     result: dict[str, Any] = {"compiled": False, "correct": False, "error": ""}
     import torch
 
+    from kevin.devlock import DeviceLock
+
     problem = _exec_module(Path(problem_path).read_text(), "plain_problem", problem_path)
     try:
         candidate = _exec_module(Path(candidate_path).read_text(), "plain_candidate", candidate_path)
@@ -205,8 +208,7 @@ def plain_child(problem_path: str, candidate_path: str, lock_path: str, budget_m
     result["compiled"] = True
     result["build_s"] = round(time.perf_counter() - started, 3)
     waited = time.perf_counter()
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # kevin's device lock: no timing overlaps kevin's
+    with DeviceLock(lock_path).exclusive():  # kevin's device lock: nothing of kevin's overlaps
         held = time.perf_counter()
         result["lock_wait_s"] = round(held - waited, 3)
         try:
@@ -255,16 +257,28 @@ def _plain_gpu_work(problem: types.ModuleType, model_class: Any, budget_ms: floa
 # -- (a) the plain harness: the parent ----------------------------------------------------------------
 
 
-def plain_eval(problem: Path, candidate: Path, lock: Path, budget_ms: float, timeout_s: float, scratch: Path) -> dict:
+def plain_eval(
+    problem: Path, candidate: Path, lock: Path, budget_ms: float, timeout_s: float, scratch: Path
+) -> dict:
     """One candidate through the plain harness in a fresh process with a fresh extensions dir."""
     ext_dir = Path(tempfile.mkdtemp(prefix="ext-", dir=scratch))
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(ext_dir), PYTHONUNBUFFERED="1")
-    command = [sys.executable, str(Path(__file__).resolve()), "--plain-child", str(problem), str(candidate),
-               "--lock", str(lock), "--timing-budget-ms", str(budget_ms)]
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--plain-child",
+        str(problem),
+        str(candidate),
+        "--lock",
+        str(lock),
+        "--timing-budget-ms",
+        str(budget_ms),
+    ]
     started = time.monotonic()
     with open(ext_dir / "stdout", "w+") as out, open(ext_dir / "stderr", "w+") as err:
-        child = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
         try:
             child.wait(timeout=max(timeout_s, 1.0))
             timed_out = False
@@ -280,36 +294,59 @@ def plain_eval(problem: Path, candidate: Path, lock: Path, budget_ms: float, tim
     shutil.rmtree(ext_dir, ignore_errors=True)
     for line in reversed(stdout.splitlines()):
         if line.startswith(PLAIN_PREFIX):
-            result = json.loads(line[len(PLAIN_PREFIX):])
+            result = json.loads(line[len(PLAIN_PREFIX) :])
             result["wall_s"] = round(wall_s, 3)
             return result
     tail = " | ".join(stderr.strip().splitlines()[-3:])
-    return {"broken": True, "timed_out": timed_out, "compiled": None, "correct": False, "wall_s": round(wall_s, 3),
-            "error": ("timed out" if timed_out else f"exit {child.returncode}") + (f": {tail}" if tail else "")}
+    return {
+        "broken": True,
+        "timed_out": timed_out,
+        "compiled": None,
+        "correct": False,
+        "wall_s": round(wall_s, 3),
+        "error": ("timed out" if timed_out else f"exit {child.returncode}") + (f": {tail}" if tail else ""),
+    }
 
 
 class PlainRunner(threading.Thread):
     """(a) in the background: the interleaved order, one candidate at a time, until the limit or
     until too little time is left for another candidate before the deadline."""
 
-    def __init__(self, rows, kb, lock, budget_ms, limit, deadline, reserve_s, scratch):
+    def __init__(self, rows, kb, lock, budget_ms, limit, deadline, reserve_s, scratch, jobs=1):
         super().__init__(name="plain-harness", daemon=True)
         self.rows, self.kb, self.lock, self.budget_ms = interleaved(rows)[:limit], kb, lock, budget_ms
-        self.deadline, self.reserve_s, self.scratch = deadline, reserve_s, scratch
+        self.deadline, self.reserve_s, self.scratch, self.jobs = deadline, reserve_s, scratch, jobs
         self.results: list[dict[str, Any]] = []
         self.started_at = self.finished_at = None
+        self._results_lock = threading.Lock()
 
     def run(self) -> None:
+        """`jobs` = 1 is the sequential harness. More run that many candidates at once: their
+        builds overlap, their GPU work still takes the device lock one at a time (plain_child),
+        so each verdict is plain load_inline's; only the wall time is no longer sequential."""
         self.started_at = time.monotonic()
-        for row in self.rows:
-            left = self.deadline - time.monotonic()
-            if left < self.reserve_s:
-                break
-            result = plain_eval(self.kb / row["problem"], Path(row["path"]), self.lock, self.budget_ms, left - 5,
-                                self.scratch)
-            self.results.append({"id": row["id"], "verdict": plain_verdict(result), **result})
-            print(f"[plain] {row['id']}: {self.results[-1]['verdict']} ({result.get('wall_s')} s)", flush=True)
+        if self.jobs <= 1:
+            for row in self.rows:
+                if not self._one(row):
+                    break
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(self.jobs) as pool:
+                list(pool.map(self._one, self.rows))
         self.finished_at = time.monotonic()
+
+    def _one(self, row: dict[str, Any]) -> bool:
+        left = self.deadline - time.monotonic()
+        if left < self.reserve_s:
+            return False
+        result = plain_eval(
+            self.kb / row["problem"], Path(row["path"]), self.lock, self.budget_ms, left - 5, self.scratch
+        )
+        with self._results_lock:
+            self.results.append({"id": row["id"], "verdict": plain_verdict(result), **result})
+        print(f"[plain] {row['id']}: {plain_verdict(result)} ({result.get('wall_s')} s)", flush=True)
+        return True
 
 
 # -- (b) kevin's service ----------------------------------------------------------------------------------
@@ -330,7 +367,9 @@ def run_kevin(rows, kb, config, jobs, deadline, submit_reserve_s, grace_s) -> tu
             if time.monotonic() > deadline - submit_reserve_s:
                 return
             problem = kb / row["problem"]
-            task = Task.from_source(problem.read_text(), id=row["problem_id"], name=problem.stem, origin=str(problem))
+            task = Task.from_source(
+                problem.read_text(), id=row["problem_id"], name=problem.stem, origin=str(problem)
+            )
             future = service.submit(task, Path(row["path"]).read_text())  # blocks while the queue is full
             with lock:
                 futures[future] = row
@@ -358,8 +397,11 @@ def run_kevin(rows, kb, config, jobs, deadline, submit_reserve_s, grace_s) -> tu
             data.pop("log", None)
             results[row["id"]] = {"id": row["id"], "verdict": kevin_verdict(data), **data}
             last = time.monotonic()
-            print(f"[kevin] {row['id']}: {results[row['id']]['verdict']} "
-                  f"({data.get('stage_seconds', {}).get('total')} s)", flush=True)
+            print(
+                f"[kevin] {row['id']}: {results[row['id']]['verdict']} "
+                f"({data.get('stage_seconds', {}).get('total')} s)",
+                flush=True,
+            )
         time.sleep(0.2)
     if all(f.done() for f in futures):
         service.close()
@@ -383,10 +425,17 @@ class GpuSampler:
 
     def start(self) -> GpuSampler:
         if shutil.which("nvidia-smi"):
-            command = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                       f"-lms={int(self.period_s * 1000)}", f"--id={self.device_index}"]
+            command = [
+                "nvidia-smi",
+                "--query-gpu=utilization.gpu",
+                "--format=csv,noheader,nounits",
+                f"-lms={int(self.period_s * 1000)}",
+                f"--id={self.device_index}",
+            ]
             try:
-                self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                self._process = subprocess.Popen(
+                    command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+                )
                 self.source = "nvidia-smi"
                 self._thread = threading.Thread(target=self._read_smi, daemon=True)
             except OSError:
@@ -459,24 +508,35 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def spread(values: list[float]) -> dict[str, Any]:
     rounded = {f"p{q}": percentile(values, q) for q in (50, 90)}
-    return {"n": len(values), **{k: round(v, 2) if v is not None else None for k, v in rounded.items()},
-            "max": round(max(values), 2) if values else None}
+    return {
+        "n": len(values),
+        **{k: round(v, 2) if v is not None else None for k, v in rounded.items()},
+        "max": round(max(values), 2) if values else None,
+    }
 
 
 def kevin_build_s(row: dict[str, Any]) -> float | None:
-    seconds = (row.get("stage_seconds") or {})
+    seconds = row.get("stage_seconds") or {}
     value = seconds.get("build", seconds.get("compile"))
     return float(value) if value is not None else None
 
 
-def kevin_gpu_s(row: dict[str, Any]) -> float:
-    return sum(float(v) for k, v in (row.get("stage_seconds") or {}).items() if k in GPU_STAGES)
+def kevin_gpu_s(row: dict[str, Any], stages: tuple[str, ...] = GPU_STAGES) -> float:
+    return sum(float(v) for k, v in (row.get("stage_seconds") or {}).items() if k in stages)
 
 
 def summarize_kevin(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     done = [r for r in rows if r.get("verdict") not in ("not_run", None)]
-    cold = [b for r in done if not (r.get("timing") or {}).get("build_cache_hit") and (b := kevin_build_s(r)) is not None]
-    hits = [b for r in done if (r.get("timing") or {}).get("build_cache_hit") and (b := kevin_build_s(r)) is not None]
+    cold = [
+        b
+        for r in done
+        if not (r.get("timing") or {}).get("build_cache_hit") and (b := kevin_build_s(r)) is not None
+    ]
+    hits = [
+        b
+        for r in done
+        if (r.get("timing") or {}).get("build_cache_hit") and (b := kevin_build_s(r)) is not None
+    ]
     return {
         "finished": len(done),
         "of": len(rows),
@@ -486,6 +546,7 @@ def summarize_kevin(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]
         "build_s_cold": spread(cold),
         "build_s_cached": spread(hits),
         "gpu_held_s": round(sum(kevin_gpu_s(r) for r in done), 1),
+        "gpu_exclusive_s": round(sum(kevin_gpu_s(r, EXCLUSIVE_STAGES) for r in done), 1),
     }
 
 
@@ -517,17 +578,19 @@ def verdict_table(manifest: list[dict], plain: list[dict], kevin: list[dict]) ->
         a = by_plain.get(row["id"], {}).get("verdict")
         b = by_kevin.get(row["id"], {}).get("verdict")
         b = None if b == "not_run" else b
-        table.append({
-            "id": row["id"],
-            "kind": row["kind"],
-            "expected": row["expected"],
-            "plain": a,
-            "kevin": b,
-            "agree": (a == b) if a is not None and b is not None else None,
-            "kevin_as_expected": (b == row["expected"]) if b is not None else None,
-            "kevin_speedup": by_kevin.get(row["id"], {}).get("speedup"),
-            "plain_speedup": by_plain.get(row["id"], {}).get("speedup"),
-        })
+        table.append(
+            {
+                "id": row["id"],
+                "kind": row["kind"],
+                "expected": row["expected"],
+                "plain": a,
+                "kevin": b,
+                "agree": (a == b) if a is not None and b is not None else None,
+                "kevin_as_expected": (b == row["expected"]) if b is not None else None,
+                "kevin_speedup": by_kevin.get(row["id"], {}).get("speedup"),
+                "plain_speedup": by_plain.get(row["id"], {}).get("speedup"),
+            }
+        )
     return table
 
 
@@ -540,7 +603,9 @@ def agreement(table: list[dict[str, Any]]) -> dict[str, Any]:
         "disagree": [r["id"] for r in both if not r["agree"]],
         "kevin_as_expected": sum(1 for r in judged if r["kevin_as_expected"]),
         "kevin_judged": len(judged),
-        "kevin_unexpected": [f"{r['id']} ({r['expected']} -> {r['kevin']})" for r in judged if not r["kevin_as_expected"]],
+        "kevin_unexpected": [
+            f"{r['id']} ({r['expected']} -> {r['kevin']})" for r in judged if not r["kevin_as_expected"]
+        ],
     }
 
 
@@ -552,9 +617,31 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def with_full_plain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """When a `plain` pass (harness (a) alone, over the whole batch) is among the reports, compare
+    every kevin pass with it too: (a)'s verdict for a candidate comes from the pass's own (a) run
+    when it has one, else from the plain pass."""
+    full = next((r for r in reports if r["pass"] == "plain"), None)
+    if full is None:
+        return reports
+    manifest = load_manifest()
+    merged = []
+    for report in reports:
+        if report["pass"] == "plain":
+            merged.append(report)
+            continue
+        own = (report.get("plain") or {}).get("rows", [])
+        seen = {r["id"] for r in own}
+        rows = own + [r for r in full["plain"]["rows"] if r["id"] not in seen]
+        report = dict(report, verdicts=verdict_table(manifest, rows, report["kevin"]["rows"]))
+        report["agreement"] = dict(agreement(report["verdicts"]), with_plain_pass=True)
+        merged.append(report)
+    return merged
+
+
 def markdown(reports: list[dict[str, Any]]) -> str:
     lines = ["# Evaluation throughput: plain load_inline harness vs kevin's service", ""]
-    for report in reports:
+    for report in with_full_plain(reports):
         env, a, b = report["environment"], report.get("plain"), report["kevin"]
         lines += [
             f"## Pass `{report['pass']}` ({env.get('gpu') or 'no GPU'}, {env.get('cores')} cores, torch {env.get('torch')})",
@@ -567,17 +654,24 @@ def markdown(reports: list[dict[str, Any]]) -> str:
         if a is not None:
             s = a["summary"]
             bs = s["build_s"]
-            lines.append(f"| (a) plain load_inline, sequential | {s['finished']} | {s['wall_s']} | "
-                         f"{_fmt(s['candidates_per_hour'], 4)} | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / {_fmt(bs['max'])} | "
-                         f"{s['gpu_held_s']} | {s['verdicts']} |")
+            lines.append(
+                f"| (a) plain load_inline, sequential | {s['finished']} | {s['wall_s']} | "
+                f"{_fmt(s['candidates_per_hour'], 4)} | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / {_fmt(bs['max'])} | "
+                f"{s['gpu_held_s']} | {s['verdicts']} |"
+            )
         s = b["summary"]
         for label, key in (("cold", "build_s_cold"), ("cache hit", "build_s_cached")):
             bs = s[key]
             if bs["n"]:
-                lines.append(f"| (b) kevin, {label} builds ({bs['n']}) | | | | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / "
-                             f"{_fmt(bs['max'])} | | |")
-        lines.append(f"| (b) kevin service, --jobs {report['config']['jobs']} | {s['finished']}/{s['of']} | {s['wall_s']} | "
-                     f"{_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} | {s['verdicts']} |")
+                lines.append(
+                    f"| (b) kevin, {label} builds ({bs['n']}) | | | | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / "
+                    f"{_fmt(bs['max'])} | | |"
+                )
+        lines.append(
+            f"| (b) kevin service, --jobs {report['config']['jobs']} | {s['finished']}/{s['of']} | {s['wall_s']} | "
+            f"{_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} ({s.get('gpu_exclusive_s')} exclusive) | "
+            f"{s['verdicts']} |"
+        )
         gpu = report["gpu"]
         lines += [
             "",
@@ -586,37 +680,55 @@ def markdown(reports: list[dict[str, Any]]) -> str:
             "",
         ]
         agree = report["agreement"]
+        if report["pass"] == "plain":
+            lines += [
+                f"Harness (a) alone, {report['config'].get('a_jobs', 1)} candidates at once (builds overlap; "
+                "GPU work one at a time under kevin's device lock): the verdicts the kevin passes are compared with.",
+                "",
+            ]
         lines += [
-            f"Verdicts: (a) and (b) agree on {agree['agree']}/{agree['both_finished']} candidates both finished"
+            ("Verdicts, (a) including the `plain` pass: " if agree.get("with_plain_pass") else "Verdicts: ")
+            + f"(a) and (b) agree on {agree['agree']}/{agree['both_finished']} candidates both finished"
             + (f"; disagree on {', '.join(agree['disagree'])}" if agree["disagree"] else "")
             + f". kevin matches the expected verdict on {agree['kevin_as_expected']}/{agree['kevin_judged']}"
-            + (f"; not on {', '.join(agree['kevin_unexpected'])}" if agree["kevin_unexpected"] else "") + ".",
+            + (f"; not on {', '.join(agree['kevin_unexpected'])}" if agree["kevin_unexpected"] else "")
+            + ".",
             "",
             "| candidate | kind | expected | (a) plain | (b) kevin | agree | (a) speedup | (b) speedup |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for row in report["verdicts"]:
             agree_mark = {True: "yes", False: "**no**", None: "-"}[row["agree"]]
-            lines.append(f"| {row['id']} | {row['kind']} | {row['expected']} | {_fmt(row['plain'])} | {_fmt(row['kevin'])} | "
-                         f"{agree_mark} | {_fmt(row['plain_speedup'])} | {_fmt(row['kevin_speedup'])} |")
+            lines.append(
+                f"| {row['id']} | {row['kind']} | {row['expected']} | {_fmt(row['plain'])} | {_fmt(row['kevin'])} | "
+                f"{agree_mark} | {_fmt(row['plain_speedup'])} | {_fmt(row['kevin_speedup'])} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
 
 def summary_text(report: dict[str, Any]) -> str:
     b = report["kevin"]["summary"]
-    parts = [f"pass {report['pass']}: kevin {b['finished']}/{b['of']} in {b['wall_s']} s = "
-             f"{_fmt(b['candidates_per_hour'], 4)} candidates/hour (cold build p50 {_fmt(b['build_s_cold']['p50'])} s, "
-             f"cache-hit build p50 {_fmt(b['build_s_cached']['p50'])} s)"]
+    parts = [
+        f"pass {report['pass']}: kevin {b['finished']}/{b['of']} in {b['wall_s']} s = "
+        f"{_fmt(b['candidates_per_hour'], 4)} candidates/hour (cold build p50 {_fmt(b['build_s_cold']['p50'])} s, "
+        f"cache-hit build p50 {_fmt(b['build_s_cached']['p50'])} s)"
+    ]
     if report.get("plain") is not None:
         a = report["plain"]["summary"]
-        parts.append(f"plain {a['finished']} in {a['wall_s']} s = {_fmt(a['candidates_per_hour'], 4)} candidates/hour "
-                     f"(build p50 {_fmt(a['build_s']['p50'])} s)")
+        parts.append(
+            f"plain {a['finished']} in {a['wall_s']} s = {_fmt(a['candidates_per_hour'], 4)} candidates/hour "
+            f"(build p50 {_fmt(a['build_s']['p50'])} s)"
+        )
     agree = report["agreement"]
-    parts.append(f"verdicts agree {agree['agree']}/{agree['both_finished']}, kevin as expected "
-                 f"{agree['kevin_as_expected']}/{agree['kevin_judged']}")
+    parts.append(
+        f"verdicts agree {agree['agree']}/{agree['both_finished']}, kevin as expected "
+        f"{agree['kevin_as_expected']}/{agree['kevin_judged']}"
+    )
     gpu = report["gpu"]
-    parts.append(f"GPU busy share {_fmt(gpu.get('busy_share'))} (mean util {_fmt(gpu.get('mean_utilization_pct'))}%)")
+    parts.append(
+        f"GPU busy share {_fmt(gpu.get('busy_share'))} (mean util {_fmt(gpu.get('mean_utilization_pct'))}%)"
+    )
     return "; ".join(parts)
 
 
@@ -649,25 +761,42 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def run_pass(name: str, manifest: list[dict], args: argparse.Namespace, kb: Path, started: float) -> dict[str, Any]:
+def run_pass(
+    name: str, manifest: list[dict], args: argparse.Namespace, kb: Path, started: float
+) -> dict[str, Any]:
+    from kevin import devlock
     from kevin.evaluate import EvalConfig, device_lock_path
     from kevin.timing import TimingConfig
 
     cache = Path(args.cache_dir)
     prepare_cache(cache, cold=name == "cold")
-    config = EvalConfig(backend="cuda", cache_dir=str(cache), timing=TimingConfig(budget_ms=args.timing_budget_ms))
+    config = EvalConfig(
+        backend="cuda", cache_dir=str(cache), timing=TimingConfig(budget_ms=args.timing_budget_ms)
+    )
     deadline = started + args.deadline_s
     scratch = Path(tempfile.mkdtemp(prefix="plain-", dir=args.out))
     sampler = GpuSampler().start()
     pass_started = time.monotonic()
     plain = None
-    if name == "cold" and args.harness in ("both", "plain") and args.a_limit > 0:
-        plain = PlainRunner(manifest, kb, device_lock_path(config), args.timing_budget_ms, args.a_limit, deadline,
-                            args.reserve_s, scratch)
+    if name in ("cold", "plain") and args.harness in ("both", "plain") and args.a_limit > 0:
+        lock = devlock.ensure_files(device_lock_path(config), config.device_slots)
+        plain = PlainRunner(
+            manifest,
+            kb,
+            lock,
+            args.timing_budget_ms,
+            args.a_limit,
+            deadline,
+            args.reserve_s,
+            scratch,
+            jobs=args.a_jobs,
+        )
         plain.start()
     kevin_rows, kevin_wall = ([], 0.0)
-    if args.harness in ("both", "kevin"):
-        kevin_rows, kevin_wall = run_kevin(manifest, kb, config, args.jobs, deadline, args.reserve_s, args.grace_s)
+    if args.harness in ("both", "kevin") and name != "plain":
+        kevin_rows, kevin_wall = run_kevin(
+            manifest, kb, config, args.jobs, deadline, args.reserve_s, args.grace_s
+        )
     if plain is not None:
         plain.join(timeout=max(deadline + args.grace_s - time.monotonic(), 1.0))
     sampler.stop()
@@ -676,16 +805,26 @@ def run_pass(name: str, manifest: list[dict], args: argparse.Namespace, kb: Path
         "pass": name,
         "command": " ".join([Path(sys.executable).name] + sys.argv),
         "environment": environment(),
-        "config": {"jobs": args.jobs, "timing_budget_ms": args.timing_budget_ms, "a_limit": args.a_limit,
-                   "deadline_s": args.deadline_s, "kernelbench": str(kb), "cache_dir": str(cache)},
+        "config": {
+            "jobs": args.jobs,
+            "timing_budget_ms": args.timing_budget_ms,
+            "a_limit": args.a_limit,
+            "a_jobs": args.a_jobs,
+            "deadline_s": args.deadline_s,
+            "kernelbench": str(kb),
+            "cache_dir": str(cache),
+        },
         "gpu": sampler.summary(pass_started),
         "kevin": {"rows": kevin_rows, "summary": summarize_kevin(kevin_rows, kevin_wall)},
     }
     plain_rows = list(plain.results) if plain is not None else []
     if plain is not None:
         plain_wall = (plain.finished_at or time.monotonic()) - (plain.started_at or pass_started)
-        report["plain"] = {"rows": plain_rows, "summary": summarize_plain(plain_rows, plain_wall),
-                           "order": [r["id"] for r in plain.rows]}
+        report["plain"] = {
+            "rows": plain_rows,
+            "summary": summarize_plain(plain_rows, plain_wall),
+            "order": [r["id"] for r in plain.rows],
+        }
     report["verdicts"] = verdict_table(manifest, plain_rows, kevin_rows)
     report["agreement"] = agreement(report["verdicts"])
     return report
@@ -702,11 +841,17 @@ def dry_run(manifest: list[dict], kb: Path) -> int:
         report = checks.check_source(Path(row["path"]).read_text(), "cuda")
         if not report.ok:
             rejected.append(row["id"])
-    print(f"{len(manifest)} candidates over {len(problems)} problems; kinds {_count(r['kind'] for r in manifest)}")
-    print(f"KernelBench dir {kb}: {len(problems) - len(missing)}/{len(problems)} problem files present"
-          + (f"; missing {', '.join(missing)}" if missing else ""))
-    print(f"static gate: {len(manifest) - len(rejected)}/{len(manifest)} accepted"
-          + (f"; rejected {', '.join(rejected)}" if rejected else ""))
+    print(
+        f"{len(manifest)} candidates over {len(problems)} problems; kinds {_count(r['kind'] for r in manifest)}"
+    )
+    print(
+        f"KernelBench dir {kb}: {len(problems) - len(missing)}/{len(problems)} problem files present"
+        + (f"; missing {', '.join(missing)}" if missing else "")
+    )
+    print(
+        f"static gate: {len(manifest) - len(rejected)}/{len(manifest)} accepted"
+        + (f"; rejected {', '.join(rejected)}" if rejected else "")
+    )
     print("plain harness order:", " ".join(r["id"] for r in interleaved(manifest)))
     return 1 if missing or rejected else 0
 
@@ -715,22 +860,54 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPO / "bench" / "results"), help="report directory")
     parser.add_argument("--kernelbench", default=None, help="KernelBench dir with level1/ and level2/")
-    parser.add_argument("--passes", default="cold", help="comma-separated: cold, cached (default cold)")
+    parser.add_argument(
+        "--passes",
+        default="cold",
+        help="comma-separated: cold, cached, plain (plain: only harness (a), over every candidate "
+        "it has time for; its verdicts are then compared with kevin's cold pass) (default cold)",
+    )
     parser.add_argument("--harness", choices=("both", "kevin", "plain"), default="both")
-    parser.add_argument("--a-limit", type=int, default=16, help="most candidates for the plain harness (default 16)")
+    parser.add_argument(
+        "--a-limit", type=int, default=16, help="most candidates for the plain harness (default 16)"
+    )
+    parser.add_argument(
+        "--a-jobs",
+        type=int,
+        default=1,
+        help="plain-harness candidates at once (default 1: sequential); builds overlap, GPU work does not",
+    )
     parser.add_argument("--jobs", type=int, default=14, help="kevin evaluations in flight (default 14)")
-    parser.add_argument("--timing-budget-ms", type=float, default=2000.0, help="timing budget, both harnesses")
-    parser.add_argument("--deadline-s", type=float, default=530.0,
-                        help="wall-clock budget of the whole invocation (default 530, under a 600 s device call)")
-    parser.add_argument("--reserve-s", type=float, default=150.0,
-                        help="no new plain candidate or kevin submission this close to the deadline")
-    parser.add_argument("--grace-s", type=float, default=40.0, help="wait this long past the deadline for stragglers")
-    parser.add_argument("--cache-dir", default="/tmp/kevin-throughput-cache", help="kevin's build/baseline caches")
+    parser.add_argument(
+        "--timing-budget-ms", type=float, default=2000.0, help="timing budget, both harnesses"
+    )
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=530.0,
+        help="wall-clock budget of the whole invocation (default 530, under a 600 s device call)",
+    )
+    parser.add_argument(
+        "--reserve-s",
+        type=float,
+        default=150.0,
+        help="no new plain candidate or kevin submission this close to the deadline",
+    )
+    parser.add_argument(
+        "--grace-s", type=float, default=40.0, help="wait this long past the deadline for stragglers"
+    )
+    parser.add_argument(
+        "--cache-dir", default="/tmp/kevin-throughput-cache", help="kevin's build/baseline caches"
+    )
     parser.add_argument("--only", default="", help="substring filter on candidate ids (for a quick check)")
-    parser.add_argument("--list-problems", action="store_true", help="print the KernelBench files needed and exit")
+    parser.add_argument(
+        "--list-problems", action="store_true", help="print the KernelBench files needed and exit"
+    )
     parser.add_argument("--dry-run", action="store_true", help="check everything that needs no GPU and exit")
-    parser.add_argument("--report-only", action="store_true",
-                        help="rewrite eval_throughput.md from the throughput_*.json under --out and exit")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite eval_throughput.md from the throughput_*.json under --out and exit",
+    )
     parser.add_argument("--plain-child", nargs=2, metavar=("PROBLEM", "CANDIDATE"), help=argparse.SUPPRESS)
     parser.add_argument("--lock", default=None, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -757,31 +934,37 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no throughput_*.json under {args.out}", file=sys.stderr)
             return 2
         (Path(args.out) / "eval_throughput.md").write_text(markdown(found))
-        for report in found:
+        for report in with_full_plain(found):
             print(summary_text(report))
         return 0
     missing = [p for p in problems_needed(manifest) if not (kb / p).is_file()]
     if missing:
-        print(f"KernelBench files missing under {kb}: {', '.join(missing)} (see --list-problems)", file=sys.stderr)
+        print(
+            f"KernelBench files missing under {kb}: {', '.join(missing)} (see --list-problems)",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     reports = []
     for name in [p.strip() for p in args.passes.split(",") if p.strip()]:
-        if name not in ("cold", "cached"):
-            print(f"unknown pass {name!r}; use cold and/or cached", file=sys.stderr)
+        if name not in ("cold", "cached", "plain"):
+            print(f"unknown pass {name!r}; use cold, cached and/or plain", file=sys.stderr)
             return 2
         report = run_pass(name, manifest, args, kb, started)
         (out / f"throughput_{name}.json").write_text(json.dumps(report, indent=1, default=str))
         reports.append(report)
     found = [json.loads(p.read_text()) for p in sorted(out.glob("throughput_*.json"))]
     (out / "eval_throughput.md").write_text(markdown(found))
-    for report in reports:
+    for report in with_full_plain(found):
         print(summary_text(report), flush=True)
     sys.stdout.flush()
-    if threading.active_count() > 1 and any(t.is_alive() and not t.daemon for t in threading.enumerate()
-                                            if t is not threading.main_thread()):
-        os._exit(0)  # kevin evaluations still running past the grace period: leave them, the report is written
+    if threading.active_count() > 1 and any(
+        t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()
+    ):
+        os._exit(
+            0
+        )  # kevin evaluations still running past the grace period: leave them, the report is written
     return 0
 
 

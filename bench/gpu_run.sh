@@ -2,13 +2,17 @@
 # One call on the GPU machine. STEPS picks what runs (default: "build tests"):
 #   build       bench/build_speed.py: kevin's cold and cached builds one at a time, plain load_inline
 #               for the first 6 (6 at once); runs alone, so build times see an idle machine
-#   tests       the `gpu` tests, the bundled set through `kevin eval-batch`, in parallel
-#   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench)
+#   tests       the `gpu` tests (GPU_TESTS, default tests/), GPU_TEST_WORKERS processes at once
+#   bundled     the bundled set through `kevin eval-batch`
 #   adversarial bench/adversarial.py --backend cuda (the GPU corpus table of issue #4; the cpp
 #               corpus runs on the CPU: python bench/adversarial.py --backend cpp)
 #   throughput  bench/eval_throughput.py, cold pass (issue #5)
-# Parallel steps share the device lock in /tmp, so no two of them ever time on the GPU at once.
+#   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
+#               has finished: it wants a quiet machine
+# The parallel steps share kevin's device lock in /tmp, so none of them times while another runs
+# on the same GPU. Each step is cut at STEP_TIMEOUT seconds; its log so far stays.
 # Usage there:  OUT=<dir> STEPS="build tests" bash bench/gpu_run.sh
+# Two GPUs at once: bench/gpu_run_x2.sh.
 # KernelBench files come from $KEVIN_KERNELBENCH_DIR (default: .kb, a carried, git-ignored copy).
 set -uo pipefail
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
@@ -28,29 +32,34 @@ if has build; then
   python3 bench/build_speed.py --backend cuda --out "$OUT" --plain-jobs 6 --plain-limit 6 > "$OUT/build_speed.log" 2>&1
 fi
 pids=()
+limit="timeout ${STEP_TIMEOUT:-540}"
 if has tests; then
-  python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" > "$OUT/gpu_tests.log" 2>&1 &
+  $limit python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" \
+    -n "${GPU_TEST_WORKERS:-4}" --timeout 420 --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 &
   pids+=($!)
-  python3 -m kevin eval-batch --backend cuda --jobs 12 --quiet --out "$OUT/bundled_cuda.jsonl" \
+fi
+if has bundled; then
+  $limit python3 -m kevin eval-batch --backend cuda --jobs 12 --quiet --out "$OUT/bundled_cuda.jsonl" \
     > "$OUT/bundled_cuda.txt" 2>&1 &
   pids+=($!)
 fi
 if has adversarial; then
-  python3 bench/adversarial.py --backend cuda --jobs 8 --out "$OUT" > "$OUT/adversarial.log" 2>&1 &
+  $limit python3 bench/adversarial.py --backend cuda --jobs 8 --no-cost --out "$OUT" > "$OUT/adversarial.log" 2>&1 &
   pids+=($!)
 fi
 if has throughput; then
-  python3 bench/eval_throughput.py --kernelbench "$KEVIN_KERNELBENCH_DIR" --out "$OUT" --passes cold \
-    > "$OUT/throughput.log" 2>&1 &
+  $limit python3 bench/eval_throughput.py --kernelbench "$KEVIN_KERNELBENCH_DIR" --out "$OUT" --passes cold \
+    ${THROUGHPUT_ARGS:-} > "$OUT/throughput.log" 2>&1 &
   pids+=($!)
 fi
-if has agreement; then
-  python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
-fi
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+if has agreement; then
+  $limit python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
+fi
 has build && { echo "== build speed"; tail -22 "$OUT/build_speed.log"; }
-has tests && { echo "== gpu tests"; tail -15 "$OUT/gpu_tests.log"; echo "== bundled set"; tail -16 "$OUT/bundled_cuda.txt"; }
-has adversarial && { echo "== adversarial"; tail -30 "$OUT/adversarial.log"; }
+has tests && { echo "== gpu tests"; grep -E "PASSED|FAILED|ERROR|SKIPPED" "$OUT/gpu_tests.log" | grep -v PASSED | tail -15; tail -3 "$OUT/gpu_tests.log"; }
+has bundled && { echo "== bundled set"; tail -16 "$OUT/bundled_cuda.txt"; }
+has adversarial && { echo "== adversarial"; grep -E " -> |dynamic only|cheats" "$OUT/adversarial.log" | tail -30; }
 has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 exit 0

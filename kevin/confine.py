@@ -224,7 +224,7 @@ def confine_worker(job: dict[str, Any]) -> dict[str, Any]:
     Path(job["build_cache"]).mkdir(parents=True, exist_ok=True)
     dirs = [os.getcwd(), job["build_cache"], "/dev/shm", *job.get("writable_dirs", [])]
     dirs += [os.environ[name] for name in ("TRITON_CACHE_DIR",) if os.environ.get(name)]
-    files = ["/dev"] + ([job["device_lock"]] if job.get("device_lock") else [])
+    files = ["/dev"]  # device files; the lock files are only read (flock needs no write access)
     if str(job.get("device", "")).startswith("cuda"):
         # The CUDA driver names its threads by writing /proc/self/task/<tid>/comm, in cuInit and
         # later; denied, cuInit fails with error 304. Landlock's own ptrace rule still keeps the

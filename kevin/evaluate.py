@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kevin import feedback
+from kevin import devlock, feedback
 from kevin.errors import UsageError
 from kevin.result import EvalResult
 from kevin.sandbox import Limits, WorkerOutcome, run_worker
@@ -78,7 +78,11 @@ class EvalConfig:
     """torch's CPU thread count in the worker, for candidate and baseline alike; None keeps torch's
     default for the machine. The count used is in `checks.cpu_threads` and keys the baseline cache."""
     lock_dir: str = "/tmp"
-    """Where the per-device lock files live: workers on one device run and time one at a time."""
+    """Where the per-device lock files live: workers on one device time one at a time."""
+    device_slots: int = 4
+    """Workers that may hold one device at once (kevin.devlock): their inputs, correctness trials
+    and reference runs overlap, their timing never overlaps anything. A job too big for its share
+    of device memory takes every slot. 1 = one worker on the device from inputs to exit."""
     limits: Limits = field(default_factory=Limits)
     static_check: bool = True
     """Run the static gate (kevin.checks) before building."""
@@ -94,6 +98,8 @@ class EvalConfig:
             raise UsageError(f"unknown precision {self.precision!r}; use one of {', '.join(PRECISIONS)}")
         if self.trials < 1:
             raise UsageError(f"trials must be at least 1 (got {self.trials})")
+        if self.device_slots < 1:
+            raise UsageError(f"device_slots must be at least 1 (got {self.device_slots})")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise UsageError(
                 f"cpu_threads must be at least 1, or None for torch's default (got {self.cpu_threads})"
@@ -153,17 +159,38 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         # the same task that finished meanwhile has cached it (the file is read-only to workers).
         "baseline_cache_file": str(cache_file) if config.baseline_cache else None,
         "baseline_device": cached.get("device_name"),
-        "device_lock": str(_ensure_lock_file(device_lock_path(config))),
+        "device_lock": str(devlock.ensure_files(device_lock_path(config), config.device_slots)),
+        "device_slots": config.device_slots,
+        "baseline_lock": str(_ensure_lock_file(cache_file.with_suffix(".lock")))
+        if config.baseline_cache
+        else None,
         "cpu_threads": config.cpu_threads,
     }
+
+    def cache_baseline(outcome: WorkerOutcome) -> None:
+        # Written while the worker still lives, so its hold on the task's baseline lock lasts until
+        # the baseline is on disk: the next evaluation of the task reads it instead of timing it.
+        data = outcome.result or {}
+        if config.baseline_cache and not outcome.forged_messages and _trustworthy(data):
+            _write_baseline(cache_file, data.get("baseline") or {}, str(data.get("device_name", "")))
+
     outcome = run_worker(
-        job, config.limits, workdir_root=config.workdir_root, keep_workdir=config.keep_workdir
+        job,
+        config.limits,
+        workdir_root=config.workdir_root,
+        keep_workdir=config.keep_workdir,
+        on_result=cache_baseline,
     )
     result = outcome_to_result(outcome, config, common)
-    if result.passed and config.baseline_cache and outcome.result:
-        _write_baseline(cache_file, outcome.result.get("baseline") or {}, result.device)
     result.feedback = feedback.render(result)
     return result
+
+
+def _trustworthy(data: dict[str, Any]) -> bool:
+    """A worker result whose baseline may be cached: correct, and no blocking flag raised in the
+    worker (a candidate that tampered, or left work or state behind, may have skewed the baseline)."""
+    flags = EvalResult(stage="ok", flags=list(data.get("flags") or [])).blocking_flags
+    return data.get("stage") == "ok" and bool(data.get("correct")) and not flags
 
 
 def device_lock_path(config: EvalConfig) -> Path:
@@ -295,12 +322,17 @@ CLOCK_ESCAPE_SHARE = 0.25
 def _escapes_clock(timing: dict[str, Any], baseline: dict[str, Any]) -> bool:
     """Work the event clock did not see: the host waited for the device well past the end event.
 
-    Launch and synchronize latency are common to candidate and baseline, so the candidate's median
-    (wall - event) gap is compared with the baseline's; flagged when it is larger by more than
-    max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE x the candidate's median time)."""
+    Launch, flush and wake-up latency come with every call, and grow when the host is loaded, so
+    the candidate's median (wall - event) gap is compared with the larger of two references: the
+    gap of empty calls the worker timed right after the candidate, under the same load
+    (`control_gap_ms`), and the baseline's gap (timed in another process, maybe at another time).
+    Flagged when it is larger by more than max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE x the
+    candidate's median time). Work on other streams of the same device is caught apart from this,
+    whatever its size, by the profiler trace (`side_stream`, kevin.probes)."""
     if timing.get("clock") != "cuda_event" or "wall_minus_event_ms" not in timing:
         return False
-    excess = timing["wall_minus_event_ms"] - float(baseline.get("wall_minus_event_ms", 0.0))
+    reference = max(float(baseline.get("wall_minus_event_ms", 0.0)), float(timing.get("control_gap_ms", 0.0)))
+    excess = timing["wall_minus_event_ms"] - reference
     return excess > max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE * timing["median_ms"])
 
 

@@ -152,7 +152,9 @@ def signatures(cpp_text: str, functions: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for name in functions:
         codes = set()
-        for match in re.finditer(rf"\b{re.escape(name)}\s*\(([^()]*)\)\s*(?:const\s*)?(?:noexcept\s*)?[;{{]", code):
+        for match in re.finditer(
+            rf"\b{re.escape(name)}\s*\(([^()]*)\)\s*(?:const\s*)?(?:noexcept\s*)?[;{{]", code
+        ):
             start = max(code.rfind(c, 0, match.start()) for c in ";{}") + 1
             line_start = code.rfind("\n", 0, match.start()) + 1
             head = code[start : match.start()]
@@ -397,7 +399,15 @@ def _rewrite(ninja: str, shim: Shim) -> str:
     torch_dirs = {d for d in torch_dirs if os.path.abspath(d).startswith(root)}
     python_include = sysconfig.get_path("include", scheme="posix_prefix")
     dropped = {shlex.quote(d) for d in torch_dirs | {python_include}}
-    torch_libs = {f"-L{ce.TORCH_LIB_PATH}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda", "-ltorch", "-ltorch_python"}
+    torch_libs = {
+        f"-L{ce.TORCH_LIB_PATH}",
+        "-lc10",
+        "-lc10_cuda",
+        "-ltorch_cpu",
+        "-ltorch_cuda",
+        "-ltorch",
+        "-ltorch_python",
+    }
     lite = f"-I{shlex.quote(str(LITE_INCLUDE))}"
     out = []
     for line in ninja.splitlines():
@@ -439,7 +449,9 @@ def build(plan: Plan, directory: Path, cache_root: Path) -> Any:
     sources = [str(directory / "main.cpp")]
     _write(directory / "main.cpp", main)
     if plan.cuda_sources:
-        cuda = "\n".join(["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *plan.cuda_sources])
+        cuda = "\n".join(
+            ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *plan.cuda_sources]
+        )
         _write(directory / "cuda.cu", cuda)
         sources.append(str(directory / "cuda.cu"))
     _write(directory / "build.ninja", _rewrite(_ninja_flags(plan, directory, sources), shim))

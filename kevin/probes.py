@@ -263,7 +263,9 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
         flags.append("no_custom_kernel")
     side = {}
     if own_streams:  # no marker seen (no CUPTI): nothing to compare with
-        side = {stream: names[:3] for stream, names in device_streams(prof).items() if stream not in own_streams}
+        side = {
+            stream: names[:3] for stream, names in device_streams(prof).items() if stream not in own_streams
+        }
     if side:
         flags.append("side_stream")
     top = sorted(library.items(), key=lambda item: -item[1])[:5]

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,11 @@ def run_worker(
     workdir_root: str | None = None,
     env_extra: dict[str, str] | None = None,
     keep_workdir: bool = False,
+    on_result: Callable[[WorkerOutcome], None] | None = None,
 ) -> WorkerOutcome:
+    """Run one job in a fresh sandboxed worker and collect what it reports. `on_result`, when
+    given, sees the outcome of a worker that sent a result while that worker still lives (its
+    locks still held), before the worker and everything below it are killed."""
     workdir = Path(tempfile.mkdtemp(prefix="kevin-job-", dir=workdir_root))
     token = secrets.token_hex(16)
     channel_token = secrets.token_hex(32)
@@ -183,6 +188,8 @@ def run_worker(
         os.close(write_fd)
         write_fd = -1
         outcome = _supervise(process, read_fd, limits, channel_token)
+        if on_result is not None and outcome.result is not None:
+            on_result(outcome)
         outcome.leftover_processes = _kill_everything(process.pid, token)
         process.wait()
         if outcome.returncode is None:

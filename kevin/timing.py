@@ -86,6 +86,9 @@ class TimingStats:
     """Median over calls of (host wall time - event time); large when work escapes the event clock."""
     clock: str
     """`cuda_event` or `perf_counter`."""
+    control_gap_ms: float = 0.0
+    """Median (host wall - event) of empty calls timed right after, under the same load: the host's
+    own launch and wake-up gap (`Timer.control_gap_ms`); 0 when not measured."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +123,10 @@ def _quantile(ordered: list[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _nothing() -> None:
+    return None
 
 
 class Timer:
@@ -171,6 +178,18 @@ class Timer:
         out = fn()
         elapsed_ms = (self._perf_ns() - start_ns) / 1e6
         return elapsed_ms, elapsed_ms, out
+
+    def control_gap_ms(self, calls: int = 30) -> float:
+        """The (wall - event) gap of an empty call, median of `calls`: what launch, the L2 flush
+        and the host's wake-up after synchronize cost right now. A candidate's gap well above it
+        means the device kept working after the end event (work the event clock did not see)."""
+        if not self.is_cuda:
+            return 0.0
+        gaps = []
+        for _ in range(calls):
+            elapsed, wall, _ = self._one_call(_nothing)
+            gaps.append(wall - elapsed)
+        return statistics.median(gaps)
 
     def measure(
         self,

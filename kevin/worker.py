@@ -39,6 +39,7 @@ checked, timed inputs freshly drawn).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -48,10 +49,12 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kevin import build, confine, probes, timing
+from kevin import build, confine, devlock, probes, timing
 from kevin import inputs as trial_inputs
 from kevin.compare import compare, summarize_trials
 from kevin.confine import Channel
@@ -132,11 +135,14 @@ class Harness:
         self.compiled = False
         self.checks: dict[str, Any] = {}
         self.trace: dict[str, Any] = {}
+        self.lock: devlock.DeviceLock | None = None
+        self.correctness: dict[str, Any] = {}
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def stage(self, name: str) -> None:
         now = time.perf_counter()
-        self.stage_seconds[self.stage_name] = round(now - self.stage_started, 4)
+        spent = self.stage_seconds.get(self.stage_name, 0.0) + now - self.stage_started
+        self.stage_seconds[self.stage_name] = round(spent, 4)
         self.stage_name, self.stage_started = name, now
         self.channel.send({"event": "stage", "stage": name})
 
@@ -200,6 +206,7 @@ class Harness:
         try:
             problem = load_module(job["problem_source"], "kevin_problem_init", "<problem>")
             init_inputs = list(problem.get_init_inputs())
+            input_bytes = devlock.input_bytes_on_meta(problem)
         except BaseException as exc:
             raise Failure(
                 "runtime",
@@ -208,9 +215,9 @@ class Harness:
             ) from None
         del problem
         forget_module("kevin_problem_init")
-        flags_before = self.global_flags()
-        namespaces_before = probes.namespace_snapshot(torch, OWN_MODULES)
-        threads_before = threading.active_count()
+        self.flags_before = self.global_flags()
+        self.namespaces_before = probes.namespace_snapshot(torch, OWN_MODULES)
+        self.threads_before = threading.active_count()
 
         # The profiler's start-up (seconds with CUDA) is paid here, outside the device lock.
         probes.warm_profiler(self.is_cuda)
@@ -227,18 +234,89 @@ class Harness:
         if not isinstance(model_class, type):
             raise Failure("compile", "the candidate defines no class ModelNew")
         self.compiled = True
+        del candidate
 
-        if job.get("device_lock"):
-            self.stage("wait_gpu")
-            self._take_device_lock(job["device_lock"])
+        self.stage("wait_gpu")
+        self.admit(input_bytes)
+        with self.device_section("inputs", exclusive=False):
+            trials, fresh = self.draw_inputs()
+            self.stage("correctness")
+            model_new, outputs = self.run_trials(model_class, init_inputs, trials)
+        with self.device_section("timing", exclusive=True):
+            stats, buffers, kept = self.time_candidate(model_new, trials[0], fresh)
+        model_new = model_class = None  # drop the candidate before the reference exists
+        forget_module("kevin_candidate")
+        left = confine.kill_descendants(os.getpid())
+        if left:
+            raise Failure(
+                "runtime",
+                f"the candidate left {left} process(es) running (killed): processes are not allowed",
+                flags=["left_processes"],
+            )
+        self.set_strict_flags()
+
+        with self.device_section("reference", exclusive=False):
+            model = self.check_outputs(init_inputs, trials, outputs, fresh, buffers, kept, stats)
+        baseline = self.baseline(model, buffers, fresh)
+        self.stage("done")
+        return {
+            "stage": "ok",
+            "compiled": True,
+            "correct": True,
+            "timing": stats.to_dict(),
+            "baseline": baseline,
+            "correctness": self.correctness,
+        }
+
+    # -- the device ------------------------------------------------------------------------------
+    def admit(self, input_bytes: int | None) -> None:
+        """Take the device's admission slots (see kevin.devlock): one for a job that fits beside
+        others, all of them for one too big to share the device's memory."""
+        path = self.job.get("device_lock")
+        if not path:
+            return
+        slots = int(self.job.get("device_slots", 1))
+        self.lock = devlock.DeviceLock(path, slots)
+        need = devlock.footprint_bytes(
+            input_bytes, self.job["trials"] + self.job.get("distribution_trials", 0)
+        )
+        total = self.torch.cuda.get_device_properties(self.device).total_memory if self.is_cuda else 0
+        weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
+        self.lock.admit(weight)
+        self.checks["device_admission"] = {"weight": weight, "slots": slots, "estimate_bytes": need}
+        if self.is_cuda:
+            devlock.wait_for_memory(self.torch, need if weight < slots else None)
+
+    @contextmanager
+    def device_section(self, stage: str, exclusive: bool) -> Iterator[None]:
+        """Run a stage holding the device shared (other workers' non-timing work may overlap) or
+        exclusively (nothing else runs on it: timing)."""
+        if self.lock is None:
+            self.stage(stage)
+            yield
+            return
+        self.stage("wait_gpu")
+        with self.lock.exclusive() if exclusive else self.lock.shared():
+            self.stage(stage)
+            yield
+            try:
+                self.sync()  # all of this section's work is done before another worker times
+            except BaseException as exc:
+                # Work still in flight here was launched by the candidate (kevin's own stages
+                # synchronize before they return); after the candidate, it is ours.
+                blame = "infrastructure" if stage in ("reference", "baseline") else "candidate"
+                raise Failure("runtime", short_exception(exc), blame=blame) from None
+
+    # -- stages ----------------------------------------------------------------------------------
+    def draw_inputs(self) -> tuple[list[list[Any]], Any]:
         # Inputs are drawn only now, under the device's lock (GPU memory is not held by workers
         # that are still building), and only if the candidate's import left torch as it found it:
         # a patched torch.rand could otherwise hand the candidate inputs of its choosing.
-        self.stage("inputs")
-        self.tamper_check(namespaces_before, "at import")
-        if threading.active_count() > threads_before:
+        job = self.job
+        self.tamper_check(self.namespaces_before, "at import")
+        if threading.active_count() > self.threads_before:
             raise Failure("runtime", "the candidate started threads at import", flags=["extra_threads"])
-        timer = Timer(self.device, TimingConfig(**job["timing"]))
+        self.timer = Timer(self.device, TimingConfig(**job["timing"]))
         try:
             problem = load_module(job["problem_source"], "kevin_problem_inputs", "<problem>")
             trials = trial_inputs.draw_trials(
@@ -258,10 +336,14 @@ class Harness:
             ) from None
         del problem
         forget_module("kevin_problem_inputs")
+        return trials, fresh
 
-        self.stage("correctness")
+    def run_trials(
+        self, model_class: type, init_inputs: list[Any], trials: list[list[Any]]
+    ) -> tuple[Any, list]:
+        torch = self.torch
         try:
-            torch.manual_seed(job["weight_seed"])
+            torch.manual_seed(self.job["weight_seed"])
             model_new = model_class(*init_inputs).to(self.device)
             model_new = _cast_floating(model_new, self.dtype)
             outputs = []
@@ -285,24 +367,22 @@ class Harness:
             self.flags.extend(self.trace.pop("flags"))
         except BaseException as exc:
             raise Failure("runtime", short_exception(exc)) from None
+        return model_new, outputs
 
-        self.stage("timing")
+    def time_candidate(self, model_new: Any, first_trial: list[Any], fresh: Any) -> tuple[Any, list, dict]:
         # Timed calls read fixed buffers whose content is a fresh draw before every call, under a
         # seed from the worker's private RNG: a memo by pointer returns a stale answer, a memo by
         # content (whole inputs or rows) has never seen these values, and the outputs of two
         # timed calls (one at a random index, and the last) are checked against the reference.
         # Only the seed is kept: the inputs are redrawn from it, so huge problems hold no copies.
+        timer = self.timer
         try:
-            buffers = self.clone_args(trials[0])
+            buffers = self.clone_args(first_trial)
         except BaseException as exc:
             raise Failure("runtime", "while preparing timing inputs:\n" + short_exception(exc)) from None
         sample_at = self.rng.randrange(timer.config.min_reps)
         state: dict[str, Any] = {}
         kept: dict[str, Any] = {}
-
-        def refill(i: int) -> None:
-            state["recipe"] = self.rng.getrandbits(63)
-            fresh.fill(buffers, state["recipe"])
 
         def observe(i: int, out: Any) -> None:
             if i == sample_at:
@@ -310,37 +390,49 @@ class Harness:
             state["last"] = out
 
         try:
-            stats = timer.measure(lambda: model_new(*buffers), refill, observe)
+            stats = timer.measure(lambda: model_new(*buffers), self._refill(fresh, buffers, state), observe)
             kept["last"] = (state["recipe"], [self._detach(o) for o in flatten_outputs(state.pop("last"))])
+            # The host's own launch and wake-up gap, measured now under the same load: the
+            # evaluator's clock_escape rule compares the candidate's gap with it (kevin.evaluate).
+            stats = dataclasses.replace(stats, control_gap_ms=timer.control_gap_ms())
         except BaseException as exc:
             raise Failure("runtime", "while timing:\n" + short_exception(exc)) from None
-        if threading.active_count() > threads_before:
+        if threading.active_count() > self.threads_before:
             self.flags.append("extra_threads")
         if self.is_cuda:
-            floor_ms = probes.bandwidth_floor_ms(trials[0], torch.cuda.get_device_name())
+            floor_ms = probes.bandwidth_floor_ms(first_trial, self.torch.cuda.get_device_name())
             self.checks["bandwidth_floor_ms"] = floor_ms
             if probes.impossible(stats.median_ms, floor_ms):
                 self.flags.append("impossible_speedup")
-        if self.global_flags() != flags_before:
+        if self.global_flags() != self.flags_before:
             self.flags.append("global_state_changed")
-        model_new = candidate = model_class = None  # drop the candidate before the reference exists
-        forget_module("kevin_candidate")
-        left = confine.kill_descendants(os.getpid())
-        if left:
-            raise Failure(
-                "runtime",
-                f"the candidate left {left} process(es) running (killed): processes are not allowed",
-                flags=["left_processes"],
-            )
-        self.set_strict_flags()
+        return stats, buffers, kept
 
-        self.stage("reference")
+    def _refill(self, fresh: Any, buffers: list[Any], state: dict[str, Any]) -> Any:
+        def refill(i: int) -> None:
+            state["recipe"] = self.rng.getrandbits(63)
+            fresh.fill(buffers, state["recipe"])
+
+        return refill
+
+    def check_outputs(
+        self,
+        init_inputs: list[Any],
+        trials: list[list[Any]],
+        outputs: list[Any],
+        fresh: Any,
+        buffers: list[Any],
+        kept: dict[str, Any],
+        stats: Any,
+    ) -> Any:
+        """Build the reference, compare every trial and the kept timed outputs; returns the model."""
+        job = self.job
         # Before anything is compared: the functions that judge, and torch, are the ones bound
         # before the candidate existed, and no torch mode it entered is still intercepting calls.
-        self.tamper_check(namespaces_before, "while it ran")
+        self.tamper_check(self.namespaces_before, "while it ran")
         try:
             reference = load_module(job["problem_source"], "kevin_reference", "<reference>")
-            torch.manual_seed(job["weight_seed"])
+            self.torch.manual_seed(job["weight_seed"])
             model = _cast_floating(reference.Model(*init_inputs).to(self.device), self.dtype)
             tolerance = (job["atol"], job["rtol"])
             reports = []
@@ -390,24 +482,36 @@ class Harness:
         for name, report in timed_reports.items():
             if not report["ok"]:
                 self.flags.append(f"timed_output_mismatch:{name}")
+        self.correctness = correctness
+        return model
 
-        baseline = job.get("baseline_cached") or _late_baseline(job.get("baseline_cache_file")) or {}
+    def baseline(self, model: Any, buffers: list[Any], fresh: Any) -> dict[str, Any]:
+        """The reference's timing: from the parent's cache, else timed here. Evaluations of one task
+        take the task's baseline lock in turn (held until this process dies, after the parent has
+        cached what this one timed), so a task's baseline is timed once however many run at once."""
+        job = self.job
+        baseline = dict(job.get("baseline_cached") or {})
+        wanted = ["eager"] + (["compile"] if job.get("compile_baseline") else [])
+        if all(k in baseline for k in wanted):
+            return baseline
+        lock_file = job.get("baseline_lock")
+        if lock_file:
+            self.stage("wait_gpu")
+            devlock.hold(lock_file)
+        baseline = dict(_late_baseline(job.get("baseline_cache_file")) or baseline)
+        state: dict[str, Any] = {}
         if "eager" not in baseline:
-            self.stage("baseline")
-            baseline["eager"] = timer.measure(lambda: model(*buffers), refill).to_dict()
+            with self.device_section("baseline", exclusive=True):
+                baseline["eager"] = self.timer.measure(
+                    lambda: model(*buffers), self._refill(fresh, buffers, state)
+                ).to_dict()
         if job.get("compile_baseline") and "compile" not in baseline:
-            self.stage("baseline")
-            compiled_model = torch.compile(model)
-            baseline["compile"] = timer.measure(lambda: compiled_model(*buffers), refill).to_dict()
-        self.stage("done")
-        return {
-            "stage": "ok",
-            "compiled": True,
-            "correct": True,
-            "timing": stats.to_dict(),
-            "baseline": baseline,
-            "correctness": correctness,
-        }
+            compiled_model = self.torch.compile(model)
+            with self.device_section("baseline", exclusive=True):
+                baseline["compile"] = self.timer.measure(
+                    lambda: compiled_model(*buffers), self._refill(fresh, buffers, state)
+                ).to_dict()
+        return baseline
 
     def _precision(
         self, model: Any, inputs: list[Any], candidate_out: list[Any], expected: list[Any]
@@ -432,29 +536,6 @@ class Harness:
         if isinstance(value, torch.Tensor):
             return self.clone(value.detach())
         return value
-
-    def _take_device_lock(self, path: str) -> None:
-        import fcntl
-
-        # Append, not truncate: the file exists (the parent made it) and is all the worker may write.
-        handle = open(path, "a")  # noqa: SIM115 - held for the life of the process
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        self._device_lock_handle = handle
-        if self.is_cuda:
-            self._wait_for_device_memory()
-
-    def _wait_for_device_memory(self, patience_s: float = 30.0) -> None:
-        """The previous holder's lock can be released before the driver has torn down its context:
-        wait (briefly) until the memory it held comes back, so inputs do not hit a spurious OOM."""
-        torch = self.torch
-        deadline = time.monotonic() + patience_s
-        last_free = -1
-        while time.monotonic() < deadline:
-            free, total = torch.cuda.mem_get_info()
-            if free >= 0.9 * total or (free == last_free and free >= 0.5 * total):
-                return
-            last_free = free
-            time.sleep(0.25)
 
 
 def _late_baseline(path: str | None) -> dict[str, Any]:

@@ -111,7 +111,8 @@ def test_a_cuda_job_may_name_its_threads_a_cpu_job_may_not(tmp_path):
     results = {}
     for device in ("cuda:0", "cpu"):
         job = {"max_file_bytes": 2**30, "build_cache": str(tmp_path / "builds"), "device": device}
-        done = _python(f"""
+        done = _python(
+            f"""
             import threading
             from kevin import confine
             print(confine.confine_worker({job!r})["landlock_abi"])
@@ -121,7 +122,9 @@ def test_a_cuda_job_may_name_its_threads_a_cpu_job_may_not(tmp_path):
                 print("named")
             except PermissionError:
                 print("denied")
-        """, cwd=tmp_path)
+        """,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         results[device] = done.stdout.split()
     if results["cpu"][0] == "0":

@@ -122,18 +122,31 @@ def test_percentiles_and_gpu_summary():
     assert bench.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert bench.percentile([0.0, 10.0], 90) == pytest.approx(9.0)
     assert bench.gpu_summary([0.0, 50.0, 100.0, 0.0], "nvidia-smi") == {
-        "source": "nvidia-smi", "samples": 4, "mean_utilization_pct": 37.5, "busy_share": 0.5}
+        "source": "nvidia-smi",
+        "samples": 4,
+        "mean_utilization_pct": 37.5,
+        "busy_share": 0.5,
+    }
     assert bench.gpu_summary([], None)["busy_share"] is None
 
 
 def _synthetic_report(manifest):
     rows = manifest[:4]
     kevin_rows = [
-        {"id": rows[0]["id"], "verdict": "correct", "speedup": 0.8, "timing": {"build_cache_hit": False},
-         "stage_seconds": {"build": 60.0, "wait_gpu": 5.0, "correctness": 1.0, "timing": 2.0}},
+        {
+            "id": rows[0]["id"],
+            "verdict": "correct",
+            "speedup": 0.8,
+            "timing": {"build_cache_hit": False},
+            "stage_seconds": {"build": 60.0, "wait_gpu": 5.0, "correctness": 1.0, "timing": 2.0},
+        },
         {"id": rows[1]["id"], "verdict": "compile_error", "timing": {}, "stage_seconds": {"compile": 40.0}},
-        {"id": rows[2]["id"], "verdict": "correct", "timing": {"build_cache_hit": True},
-         "stage_seconds": {"build": 0.1, "inputs": 0.5, "timing": 2.5}},
+        {
+            "id": rows[2]["id"],
+            "verdict": "correct",
+            "timing": {"build_cache_hit": True},
+            "stage_seconds": {"build": 0.1, "inputs": 0.5, "timing": 2.5},
+        },
         {"id": rows[3]["id"], "verdict": "not_run"},
     ]
     plain_rows = [
@@ -141,17 +154,22 @@ def _synthetic_report(manifest):
         {"id": rows[1]["id"], "verdict": "wrong", "build_s": 65.0, "gpu_s": 1.0},
     ]
     table = bench.verdict_table(rows, plain_rows, kevin_rows)
-    return rows, kevin_rows, plain_rows, {
-        "pass": "cold",
-        "command": "python bench/eval_throughput.py",
-        "environment": {"gpu": "NVIDIA H200", "cores": 16, "torch": "2.11"},
-        "config": {"jobs": 14},
-        "gpu": bench.gpu_summary([0.0, 90.0], "nvidia-smi"),
-        "kevin": {"rows": kevin_rows, "summary": bench.summarize_kevin(kevin_rows, 360.0)},
-        "plain": {"rows": plain_rows, "summary": bench.summarize_plain(plain_rows, 180.0)},
-        "verdicts": table,
-        "agreement": bench.agreement(table),
-    }
+    return (
+        rows,
+        kevin_rows,
+        plain_rows,
+        {
+            "pass": "cold",
+            "command": "python bench/eval_throughput.py",
+            "environment": {"gpu": "NVIDIA H200", "cores": 16, "torch": "2.11"},
+            "config": {"jobs": 14},
+            "gpu": bench.gpu_summary([0.0, 90.0], "nvidia-smi"),
+            "kevin": {"rows": kevin_rows, "summary": bench.summarize_kevin(kevin_rows, 360.0)},
+            "plain": {"rows": plain_rows, "summary": bench.summarize_plain(plain_rows, 180.0)},
+            "verdicts": table,
+            "agreement": bench.agreement(table),
+        },
+    )
 
 
 def test_summaries_on_synthetic_results(manifest):
@@ -224,8 +242,50 @@ def test_small_slice_on_the_gpu(tmp_path):
     if not (kb / "level1" / "88_MinGPTNewGelu.py").is_file():
         pytest.skip(f"KernelBench files not found under {kb}")
     out = tmp_path / "out"
-    code = bench.main(["--out", str(out), "--only", "l1_88_", "--a-limit", "2", "--jobs", "4",
-                       "--kernelbench", str(kb), "--cache-dir", str(tmp_path / "cache"), "--timing-budget-ms", "200"])
+    code = bench.main(
+        [
+            "--out",
+            str(out),
+            "--only",
+            "l1_88_",
+            "--a-limit",
+            "2",
+            "--jobs",
+            "4",
+            "--kernelbench",
+            str(kb),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--timing-budget-ms",
+            "200",
+        ]
+    )
     assert code == 0
     report = (out / "eval_throughput.md").read_text()
     assert "l1_88_scalar" in report
+
+
+def test_a_full_plain_pass_fills_in_the_candidates_the_cold_pass_did_not_reach(manifest):
+    rows, _, _, cold = _synthetic_report(manifest)
+    full_rows = [
+        {"id": rows[1]["id"], "verdict": "compile_error"},  # the cold pass's own (a) row wins
+        {"id": rows[2]["id"], "verdict": "correct", "build_s": 60.0, "gpu_s": 2.0},
+        {"id": rows[3]["id"], "verdict": "wrong"},
+    ]
+    plain_pass = dict(
+        cold,
+        **{
+            "pass": "plain",
+            "config": {"jobs": 14, "a_jobs": 32},
+            "kevin": {"rows": [], "summary": bench.summarize_kevin([], 0.0)},
+            "plain": {"rows": full_rows, "summary": bench.summarize_plain(full_rows, 100.0)},
+        },
+    )
+    merged = {r["pass"]: r for r in bench.with_full_plain([cold, plain_pass])}
+    agreement = merged["cold"]["agreement"]
+    assert agreement["with_plain_pass"] and agreement["both_finished"] == 3 and agreement["agree"] == 2
+    assert agreement["disagree"] == [rows[1]["id"]]
+    text = bench.markdown([cold, plain_pass])
+    assert "Verdicts, (a) including the `plain` pass: (a) and (b) agree on 2/3" in text
+    assert "32 candidates at once" in text
+    assert bench.with_full_plain([cold]) == [cold]

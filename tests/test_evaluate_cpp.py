@@ -514,11 +514,28 @@ def test_a_baseline_cached_while_an_evaluation_ran_is_used_not_timed_again(task,
     from kevin import evaluate as evaluate_module
 
     first = evaluate(task, candidate("scale_relu"), config)
-    assert first.passed and "baseline" in first.stage_seconds or evaluate_module._baseline_cache_file(
-        task, config
-    ).exists()
+    assert (
+        first.passed
+        and "baseline" in first.stage_seconds
+        or evaluate_module._baseline_cache_file(task, config).exists()
+    )
     # As if the parent had read the cache just before another evaluation of the task wrote it.
     monkeypatch.setattr(evaluate_module, "_read_baseline", lambda path: {})
     second = evaluate(task, candidate("scale_relu"), config)
     assert second.passed and "baseline" not in second.stage_seconds
     assert second.baseline_ms is not None and second.speedup is not None
+
+
+def test_concurrent_evaluations_of_one_task_time_its_baseline_once(task, config):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kevin import evaluate as evaluate_module
+
+    evaluate_module._baseline_cache_file(task, config).unlink(missing_ok=True)
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: evaluate(task, candidate("scale_relu"), config), range(3)))
+    assert all(r.passed for r in results), [r.error for r in results]
+    timed_here = [r for r in results if "baseline" in r.stage_seconds]
+    assert len(timed_here) == 1, [r.stage_seconds for r in results]
+    assert len({r.baseline_ms for r in results}) == 1
+    assert all(r.checks["device_admission"]["slots"] == config.device_slots for r in results)

@@ -125,7 +125,15 @@ torch::Tensor side_stream_once(torch::Tensor x, double scale) {
 }
 """
 
-FUNCTIONS = ["scale_relu", "scale_only", "illegal_access", "spin", "device_assert", "side_stream", "side_stream_once"]
+FUNCTIONS = [
+    "scale_relu",
+    "scale_only",
+    "illegal_access",
+    "spin",
+    "device_assert",
+    "side_stream",
+    "side_stream_once",
+]
 
 
 def candidate(call: str, body: str = "", name: str = "kevin_test_cuda_ext", cuda: str = CUDA_SRC) -> str:

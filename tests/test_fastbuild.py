@@ -69,9 +69,10 @@ def test_plan_refuses_calls_the_fast_path_does_not_reproduce():
     base = {"name": "x", "cpp_sources": "torch::Tensor f(torch::Tensor x);", "functions": ["f"]}
     assert fastbuild.plan(_arguments(**base)).functions == {"f": "T:T"}
     for extra in ({"functions": None}, {"no_implicit_headers": True}, {"is_python_module": False}):
-        if extra.get("no_implicit_headers") and "no_implicit_headers" not in inspect.signature(
-            cpp_extension.load_inline
-        ).parameters:
+        if (
+            extra.get("no_implicit_headers")
+            and "no_implicit_headers" not in inspect.signature(cpp_extension.load_inline).parameters
+        ):
             continue
         with pytest.raises(fastbuild.NotEligible):
             fastbuild.plan(_arguments(**{**base, **extra}))
@@ -90,7 +91,9 @@ def test_the_build_file_drops_torch_headers_and_libraries_and_links_the_shim(tmp
     ninja = "\n".join(
         [
             "cflags = -DX " + " ".join(f"-isystem {p}" for p in include) + " -fPIC -O3",
-            "ldflags = -shared -L" + cpp_extension.TORCH_LIB_PATH + " -lc10 -ltorch_cpu -ltorch -ltorch_python -lfoo",
+            "ldflags = -shared -L"
+            + cpp_extension.TORCH_LIB_PATH
+            + " -lc10 -ltorch_cpu -ltorch -ltorch_python -lfoo",
             "rule compile",
         ]
     )
@@ -182,8 +185,18 @@ DECLARATIONS = "\n".join(
         "torch::Tensor needs_float(torch::Tensor x);",
     ]
 )
-FUNCTIONS = ["factories", "shapes", "metadata", "scaled_sum", "first", "count", "is_float", "copy_into",
-             "bare_check", "needs_float"]
+FUNCTIONS = [
+    "factories",
+    "shapes",
+    "metadata",
+    "scaled_sum",
+    "first",
+    "count",
+    "is_float",
+    "copy_into",
+    "bare_check",
+    "needs_float",
+]
 
 
 def _calls():
@@ -230,9 +243,18 @@ def _same(a, b):
         return a[1] == b[1] and (a[1] == "TypeError" or a[2] == b[2])
     va, vb = a[1], b[1]
     if isinstance(va, list):
-        return isinstance(vb, list) and len(va) == len(vb) and all(_same(("returns", p), ("returns", q)) for p, q in zip(va, vb))
+        return (
+            isinstance(vb, list)
+            and len(va) == len(vb)
+            and all(_same(("returns", p), ("returns", q)) for p, q in zip(va, vb))
+        )
     if isinstance(va, torch.Tensor):
-        return isinstance(vb, torch.Tensor) and va.dtype == vb.dtype and va.shape == vb.shape and torch.equal(va, vb)
+        return (
+            isinstance(vb, torch.Tensor)
+            and va.dtype == vb.dtype
+            and va.shape == vb.shape
+            and torch.equal(va, vb)
+        )
     return type(va) is type(vb) and va == vb
 
 
@@ -247,8 +269,9 @@ def test_a_fast_build_behaves_like_the_real_build_on_every_call(cache_root, tmp_
         name="kevin_fastbuild_api", cpp_sources=[SOURCE], functions=FUNCTIONS, extra_cflags=["-O1"]
     )
     fast = fastbuild.build(fastbuild.plan(arguments), tmp_path / "fast", cache_root)
-    real = cpp_extension.load_inline(**{**arguments, "name": "kevin_fastbuild_api_real",
-                                        "build_directory": str(tmp_path)})
+    real = cpp_extension.load_inline(
+        **{**arguments, "name": "kevin_fastbuild_api_real", "build_directory": str(tmp_path)}
+    )
     differences = []
     for name, args in _calls():
         got, want = _outcome(fast, name, args), _outcome(real, name, args)

@@ -1,0 +1,180 @@
+"""One device's lock, shared by every worker on the host: timing alone, other device work together.
+
+Timing must not overlap any other work on the device (it would read another worker's kernels as
+its own time); drawing inputs, correctness trials and the reference run need the device but not an
+idle one. So a worker holds the device in three ways, each an advisory `flock` on a file next to
+`path` (the parent creates them all: workers cannot create files, kevin.confine):
+
+    admit(weight)   `weight` of the device's `slots` (files path.slot0 ...), held for the rest of
+                    the worker's life: at most `slots` workers keep inputs and outputs in device
+                    memory at once. A job too big to share the device takes every slot.
+    shared()        a shared lock on `path` itself, around inputs, correctness and the reference.
+    exclusive()     an exclusive lock on `path`, around timing (candidate and baseline).
+
+Writers come first: a worker waiting for `exclusive()` holds the turnstile (path.turn), and every
+`shared()` passes through the turnstile before it takes its shared lock, so a stream of shared
+sections cannot starve the timer. Admission has its own turnstile (path.admit), held only while
+slots are being collected, so a heavy job waiting for every slot is not overtaken by light ones
+and never holds anything a slot holder waits for.
+
+Locks die with their process (the kernel drops a dead process's `flock`s), so a crashed or killed
+worker frees the device at once. With `slots=1` this is the old single lock: one worker on the
+device from admission to exit. Not handled: two configurations with different slot counts on one
+device (a heavy job of the smaller one does not hold the larger one's extra slots).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+POLL_S = 0.02
+
+
+def lock_files(path: str | Path, slots: int) -> list[Path]:
+    """Every file a DeviceLock on `path` with `slots` slots opens."""
+    base = Path(path)
+    names = [base.name, base.name + ".turn", base.name + ".admit"]
+    names += [f"{base.name}.slot{i}" for i in range(slots)]
+    return [base.with_name(name) for name in names]
+
+
+def ensure_files(path: str | Path, slots: int) -> Path:
+    """Create the lock's files (the parent does this: a confined worker cannot create files)."""
+    for file in lock_files(path, slots):
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.touch(exist_ok=True)
+    return Path(path)
+
+
+class DeviceLock:
+    def __init__(self, path: str | Path, slots: int = 1) -> None:
+        if slots < 1:
+            raise ValueError(f"a device lock needs at least one slot (got {slots})")
+        self.path = Path(path)
+        self.slots = slots
+        self._main = self._open(self.path)
+        self._turn = self._open(self.path.with_name(self.path.name + ".turn"))
+        self._admit = self._open(self.path.with_name(self.path.name + ".admit"))
+        self._held_slots: list[int] = []
+        self.weight = 0
+
+    @staticmethod
+    def _open(path: Path) -> int:
+        # Read-only is enough for flock, and a confined worker may not write there.
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def admit(self, weight: int = 1) -> None:
+        """Take `weight` slots (clamped to 1..slots); blocks until they are free. Held until exit."""
+        weight = max(1, min(weight, self.slots))
+        fcntl.flock(self._admit, fcntl.LOCK_EX)
+        try:
+            free = [i for i in range(self.slots)]
+            while len(self._held_slots) < weight:
+                for i in list(free):
+                    fd = self._open(self.path.with_name(f"{self.path.name}.slot{i}"))
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        os.close(fd)
+                        continue
+                    self._held_slots.append(fd)
+                    free.remove(i)
+                    if len(self._held_slots) == weight:
+                        break
+                else:
+                    time.sleep(POLL_S)
+        finally:
+            fcntl.flock(self._admit, fcntl.LOCK_UN)
+        self.weight = weight
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        fcntl.flock(self._turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._main, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._main, fcntl.LOCK_UN)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        fcntl.flock(self._turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._main, fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(self._turn, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._main, fcntl.LOCK_UN)
+
+
+def hold(path: str | Path) -> int:
+    """Take an exclusive flock on an existing file and keep it until the process exits (the open
+    descriptor is returned and never closed here): for a lock that must outlive the caller's
+    result, as the per-task baseline lock does until the parent has cached the baseline."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+# -- sizing a job ---------------------------------------------------------------------------------
+
+MEMORY_SHARE = 0.8
+"""Share of the device's memory that admitted jobs may plan to fill together."""
+
+
+def input_bytes_on_meta(problem: object) -> int | None:
+    """Bytes of one draw of the problem's inputs, sized on the `meta` device (nothing allocated);
+    None when get_inputs does not run there."""
+    import torch
+
+    from kevin.validate_child import tensor_bytes
+
+    try:
+        with torch.device("meta"):
+            return tensor_bytes(problem.get_inputs())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - unknown size: the job takes the whole device
+        return None
+
+
+def footprint_bytes(input_bytes: int | None, trials: int) -> int | None:
+    """What one evaluation keeps on the device at its peak, roughly: every trial's inputs and the
+    candidate's outputs (taken as input-sized), plus timing buffers, clones and the reference's
+    outputs (four more)."""
+    if input_bytes is None:
+        return None
+    return input_bytes * (2 * trials + 4)
+
+
+def weight_for(need_bytes: int | None, device_bytes: int, slots: int) -> int:
+    """One slot when the job fits in its share of the device, else every slot (alone)."""
+    if need_bytes is None or need_bytes * slots > MEMORY_SHARE * device_bytes:
+        return slots
+    return 1
+
+
+def wait_for_memory(torch: object, need_bytes: int | None, patience_s: float = 30.0) -> None:
+    """A finished worker's lock goes before the driver has torn down its context: wait (briefly)
+    for its memory to come back, so inputs do not hit a spurious out-of-memory. A job alone on the
+    device (`need_bytes` None) waits for nearly all of it, a shared one for what it needs."""
+    cuda = torch.cuda  # type: ignore[attr-defined]
+    deadline = time.monotonic() + patience_s
+    last_free = -1
+    while time.monotonic() < deadline:
+        free, total = cuda.mem_get_info()
+        if need_bytes is None:
+            if free >= 0.9 * total or (free == last_free and free >= 0.5 * total):
+                return
+        elif free >= need_bytes:
+            return
+        last_free = free
+        time.sleep(0.25)

@@ -1,0 +1,116 @@
+"""kevin.devlock across real processes: timing alone, shared work together, slots, writer order."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kevin import devlock
+
+REPO = Path(__file__).resolve().parents[1]
+
+# One process: admit, then run the sections named in argv, logging (name, start, end) per section.
+CHILD = r"""
+import json, sys, time
+from kevin.devlock import DeviceLock
+path, slots, weight, log, plan = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+lock = DeviceLock(path, slots)
+admitted = time.monotonic()
+lock.admit(weight)
+records = [("admit", admitted, time.monotonic())]
+for step in plan.split(","):
+    kind, seconds = step.split(":")
+    if kind == "hold":  # keep the slots, outside any section
+        time.sleep(float(seconds)); records.append(("hold", 0, time.monotonic())); continue
+    asked = time.monotonic()
+    with (lock.exclusive() if kind == "x" else lock.shared()):
+        start = time.monotonic()
+        time.sleep(float(seconds))
+        end = time.monotonic()
+    records.append((kind, start, end, asked))
+with open(log, "a") as f:
+    f.write(json.dumps(records) + "\n")
+"""
+
+
+def start(path: Path, log: Path, plan: str, slots: int = 4, weight: int = 1) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), str(slots), str(weight), str(log), plan],
+        cwd=REPO,
+    )
+
+
+def finish(procs: list[subprocess.Popen], log: Path) -> list[list]:
+    for p in procs:
+        assert p.wait(timeout=60) == 0
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def overlaps(a: list, b: list) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+@pytest.fixture
+def lock_path(tmp_path: Path) -> Path:
+    return devlock.ensure_files(tmp_path / "kevin-test.lock", 4)
+
+
+def test_timing_never_overlaps_any_other_section_while_shared_sections_overlap(lock_path, tmp_path):
+    log = tmp_path / "log"
+    procs = [start(lock_path, log, "s:0.4,x:0.15,s:0.2,x:0.1") for _ in range(4)]
+    sections = [r for records in finish(procs, log) for r in records if r[0] in ("s", "x")]
+    exclusive = [r for r in sections if r[0] == "x"]
+    assert len(exclusive) == 8
+    for x in exclusive:
+        others = [r for r in sections if r is not x and overlaps(x, r)]
+        assert not others, f"timing overlapped {others}"
+    shared = [r for r in sections if r[0] == "s"]
+    assert any(overlaps(a, b) for i, a in enumerate(shared) for b in shared[i + 1 :]), (
+        "shared sections never ran together"
+    )
+
+
+def test_admission_keeps_at_most_slots_workers_and_a_heavy_job_alone(lock_path, tmp_path):
+    log = tmp_path / "log"
+    procs = [start(lock_path, log, "hold:0.5", slots=2) for _ in range(3)]
+    time.sleep(0.1)
+    procs.append(start(lock_path, log, "hold:0.3", slots=2, weight=2))
+    runs = finish(procs, log)
+    spans = [(records[0][2], records[1][2]) for records in runs]  # (admitted, released)
+    for t in sorted(s for s, _ in spans):
+        assert sum(s <= t < e for s, e in spans) <= 2
+    # The weight-2 job held both slots: nothing else was admitted while it held them.
+    heavy = [records for records in runs if records[1][2] - records[0][2] < 0.45]
+    assert heavy, "the heavy job's hold was not found"
+    h_start, h_end = heavy[0][0][2], heavy[0][1][2]
+    assert all(not (s < h_end and h_start < e) for s, e in spans if (s, e) != (h_start, h_end))
+
+
+def test_a_waiting_timer_is_not_overtaken_by_later_shared_sections(lock_path, tmp_path):
+    log = tmp_path / "log"
+    first = start(lock_path, log, "s:0.6")
+    time.sleep(0.3)  # the reader holds the device
+    timer = start(lock_path, log, "x:0.1")
+    time.sleep(0.2)  # the timer waits for the reader
+    late = start(lock_path, log, "s:0.1")
+    records = {r[1][0] + str(i): r[1] for i, r in enumerate(finish([first, timer, late], log))}
+    timed = next(v for k, v in records.items() if k.startswith("x"))
+    late_shared = min((v for k, v in records.items() if k.startswith("s")), key=lambda v: v[2] - v[1])
+    assert late_shared[1] >= timed[2], "a shared section that asked later ran before the waiting timer"
+
+
+def test_sizing_rules():
+    assert devlock.footprint_bytes(None, 7) is None
+    assert devlock.footprint_bytes(10, 7) == 10 * 18
+    gib = 2**30
+    assert devlock.weight_for(None, 80 * gib, 4) == 4  # unknown size: alone
+    assert devlock.weight_for(10 * gib, 80 * gib, 4) == 1
+    assert devlock.weight_for(20 * gib, 80 * gib, 4) == 4  # 4 x 20 > 0.8 x 80
+    assert devlock.weight_for(50 * gib, 80 * gib, 1) == 1
+    with pytest.raises(ValueError):
+        devlock.DeviceLock(Path("/nonexistent"), 0)
