@@ -20,6 +20,8 @@ export KEVIN_KERNELBENCH_DIR="${KEVIN_KERNELBENCH_DIR:-$PWD/.kb}"
 OUT="${OUT:-bench/results}"
 STEPS=" ${STEPS:-build tests} "
 mkdir -p "$OUT"
+# A warm machine may still run workers of an earlier call cut short: they would hold the device lock.
+pkill -KILL -f "kevin[.]worker" 2>/dev/null || true
 has() { [[ "$STEPS" == *" $1 "* ]]; }
 {
   date -u
@@ -32,7 +34,7 @@ if has build; then
   python3 bench/build_speed.py --backend cuda --out "$OUT" --plain-jobs 6 --plain-limit 6 > "$OUT/build_speed.log" 2>&1
 fi
 pids=()
-limit="timeout ${STEP_TIMEOUT:-540}"
+limit="timeout --kill-after=15 ${STEP_TIMEOUT:-540}"
 if has tests; then
   $limit python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" \
     -n "${GPU_TEST_WORKERS:-4}" --timeout 420 --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 &

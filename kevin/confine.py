@@ -53,7 +53,7 @@ _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _MAKE_ALL = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 _REFER, _TRUNCATE = 1 << 13, 1 << 14
 _SCOPE_SIGNAL = 1 << 1
-_PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER = 38, 36
+_PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER, _PR_SET_PDEATHSIG = 38, 36, 1
 
 
 class Channel:
@@ -92,6 +92,17 @@ def hide_channel_argument(argv: list[str]) -> None:
 
 def _libc() -> Any:
     return ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent() -> None:
+    """Be killed (SIGKILL) when the supervising thread's process goes away. A worker whose
+    supervisor died would otherwise live on, past every deadline, holding the device's locks: one
+    stuck in a never-ending kernel would stall every later evaluation on that device. Exits at once
+    if the parent is already gone (it may have died before the request was made)."""
+    parent = os.getppid()
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(3)
 
 
 def become_subreaper() -> bool:

@@ -187,7 +187,13 @@ def run_worker(
             )
         os.close(write_fd)
         write_fd = -1
-        outcome = _supervise(process, read_fd, limits, channel_token)
+        try:
+            outcome = _supervise(process, read_fd, limits, channel_token)
+        except BaseException:
+            # Interrupted (a signal, a test's timeout): the worker must not outlive its supervisor.
+            _kill_everything(process.pid, token)
+            process.wait()
+            raise
         if on_result is not None and outcome.result is not None:
             on_result(outcome)
         outcome.leftover_processes = _kill_everything(process.pid, token)

@@ -576,6 +576,7 @@ def main(argv: list[str]) -> int:
     job = json.loads(job_path.read_text())
     job_path.unlink()  # the secret seed and the channel token are not left lying around
     channel = Channel(int(argv[2]), job.pop("channel_token"))
+    confine.die_with_parent()
     confine.hide_channel_argument(argv)
     # Building the shim (once per toolchain, ~30-60 s) is build work: under the compile deadline.
     channel.send({"event": "stage", "stage": "compile"})

@@ -218,3 +218,65 @@ def test_a_wrapper_made_by_torch_itself_is_not_tampering_but_one_made_elsewhere_
         assert probes.namespace_changes(before, probes.namespace_snapshot(torch)) == ["torch.manual_seed"]
     finally:
         torch.manual_seed = real
+
+
+def _workers_of(parent: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"kevin.worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_worker_dies_with_its_supervisor(tmp_path):
+    """A supervisor killed mid-evaluation (a test timeout, an OOM kill) must not leave its worker
+    running: a worker stuck in a candidate would otherwise hold the device lock forever."""
+    problem = (REPO / "tests" / "data" / "eval" / "problem_scale_relu.py").read_text()
+    hang = (
+        "import torch\n"
+        "class ModelNew(torch.nn.Module):\n"
+        "    def __init__(self, *args):\n"
+        "        super().__init__()\n"
+        "    def forward(self, x):\n"
+        "        while True:\n"
+        "            pass\n"
+    )
+    (tmp_path / "problem.py").write_text(problem)
+    (tmp_path / "candidate.py").write_text(hang)
+    code = f"""
+        from pathlib import Path
+        from kevin.evaluate import EvalConfig, evaluate
+        from kevin.tasks import Task
+        task = Task.from_source(Path({str(tmp_path / "problem.py")!r}).read_text(), id="p", name="p")
+        config = EvalConfig(backend="cpp", cache_dir={str(tmp_path / "cache")!r}, lock_dir={str(tmp_path)!r},
+                            static_check=False, workdir_root={str(tmp_path)!r})
+        evaluate(task, Path({str(tmp_path / "candidate.py")!r}).read_text(), config)
+    """
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    supervisor = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+            workers = _workers_of(supervisor.pid)
+        assert workers, "no worker appeared"
+        time.sleep(3)  # well into the candidate's endless forward
+        supervisor.kill()
+        supervisor.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+            time.sleep(0.1)
+        alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+        for pid in alive:
+            os.kill(pid, 9)
+        assert not alive, "the worker outlived its supervisor"
+    finally:
+        supervisor.kill()
