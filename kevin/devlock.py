@@ -20,7 +20,9 @@ and never holds anything a slot holder waits for.
 Locks die with their process (the kernel drops a dead process's `flock`s), so a crashed or killed
 worker frees the device at once. With `slots=1` this is the old single lock: one worker on the
 device from admission to exit. Not handled: two configurations with different slot counts on one
-device (a heavy job of the smaller one does not hold the larger one's extra slots).
+device (a heavy job of the smaller one does not hold the larger one's extra slots); a killed
+worker's kernels, which the driver may still be tearing down when its lock is already free (a
+timing that starts then can overlap them); processes that use the device without this lock.
 """
 
 from __future__ import annotations

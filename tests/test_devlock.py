@@ -20,6 +20,7 @@ import json, sys, time
 from kevin.devlock import DeviceLock
 path, slots, weight, log, plan = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 lock = DeviceLock(path, slots)
+time.sleep(max(0.0, float(sys.argv[6]) - time.time()))  # every process starts at its set time
 admitted = time.monotonic()
 lock.admit(weight)
 records = [("admit", admitted, time.monotonic())]
@@ -38,9 +39,11 @@ with open(log, "a") as f:
 """
 
 
-def start(path: Path, log: Path, plan: str, slots: int = 4, weight: int = 1) -> subprocess.Popen:
+def start(path: Path, log: Path, plan: str, at: float, slots: int = 4, weight: int = 1) -> subprocess.Popen:
+    """A process that runs `plan` from wall-clock time `at` (its interpreter starts before that, so
+    start-up time on a loaded machine does not reorder the processes)."""
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), str(slots), str(weight), str(log), plan],
+        [sys.executable, "-c", CHILD, str(path), str(slots), str(weight), str(log), plan, str(at)],
         cwd=REPO,
     )
 
@@ -62,7 +65,8 @@ def lock_path(tmp_path: Path) -> Path:
 
 def test_timing_never_overlaps_any_other_section_while_shared_sections_overlap(lock_path, tmp_path):
     log = tmp_path / "log"
-    procs = [start(lock_path, log, "s:0.4,x:0.15,s:0.2,x:0.1") for _ in range(4)]
+    at = time.time() + 3
+    procs = [start(lock_path, log, "s:0.4,x:0.15,s:0.2,x:0.1", at) for _ in range(4)]
     sections = [r for records in finish(procs, log) for r in records if r[0] in ("s", "x")]
     exclusive = [r for r in sections if r[0] == "x"]
     assert len(exclusive) == 8
@@ -77,9 +81,9 @@ def test_timing_never_overlaps_any_other_section_while_shared_sections_overlap(l
 
 def test_admission_keeps_at_most_slots_workers_and_a_heavy_job_alone(lock_path, tmp_path):
     log = tmp_path / "log"
-    procs = [start(lock_path, log, "hold:0.5", slots=2) for _ in range(3)]
-    time.sleep(0.1)
-    procs.append(start(lock_path, log, "hold:0.3", slots=2, weight=2))
+    at = time.time() + 3
+    procs = [start(lock_path, log, "hold:0.5", at, slots=2) for _ in range(3)]
+    procs.append(start(lock_path, log, "hold:0.3", at + 0.1, slots=2, weight=2))
     runs = finish(procs, log)
     spans = [(records[0][2], records[1][2]) for records in runs]  # (admitted, released)
     for t in sorted(s for s, _ in spans):
@@ -93,11 +97,10 @@ def test_admission_keeps_at_most_slots_workers_and_a_heavy_job_alone(lock_path, 
 
 def test_a_waiting_timer_is_not_overtaken_by_later_shared_sections(lock_path, tmp_path):
     log = tmp_path / "log"
-    first = start(lock_path, log, "s:0.6")
-    time.sleep(0.3)  # the reader holds the device
-    timer = start(lock_path, log, "x:0.1")
-    time.sleep(0.2)  # the timer waits for the reader
-    late = start(lock_path, log, "s:0.1")
+    at = time.time() + 3
+    first = start(lock_path, log, "s:0.8", at)
+    timer = start(lock_path, log, "x:0.1", at + 0.3)  # asks while the reader holds the device
+    late = start(lock_path, log, "s:0.1", at + 0.5)  # asks while the timer waits
     records = {r[1][0] + str(i): r[1] for i, r in enumerate(finish([first, timer, late], log))}
     timed = next(v for k, v in records.items() if k.startswith("x"))
     late_shared = min((v for k, v in records.items() if k.startswith("s")), key=lambda v: v[2] - v[1])
