@@ -174,16 +174,40 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         if config.baseline_cache and not outcome.forged_messages and _trustworthy(data):
             _write_baseline(cache_file, data.get("baseline") or {}, str(data.get("device_name", "")))
 
-    outcome = run_worker(
-        job,
-        config.limits,
-        workdir_root=config.workdir_root,
-        keep_workdir=config.keep_workdir,
-        on_result=cache_baseline,
-    )
-    result = outcome_to_result(outcome, config, common)
+    def run(job: dict[str, Any]) -> EvalResult:
+        outcome = run_worker(
+            job,
+            config.limits,
+            workdir_root=config.workdir_root,
+            keep_workdir=config.keep_workdir,
+            on_result=cache_baseline,
+        )
+        return outcome_to_result(outcome, config, common)
+
+    result = run(job)
+    if _out_of_memory_beside_others(result, config):
+        # Other workers' tensors may have taken the memory it needed: once more, alone on the device.
+        result = run(dict(job, admission_weight=config.device_slots))
+        result.checks = dict(result.checks, retried_alone_after="out of memory beside other workers")
     result.feedback = feedback.render(result)
     return result
+
+
+OUT_OF_MEMORY = ("CUDA out of memory", "OutOfMemoryError", "cudaErrorMemoryAllocation")
+
+
+def _out_of_memory_beside_others(result: EvalResult, config: EvalConfig) -> bool:
+    """A CUDA out-of-memory failure in a run that shared the device (kevin.devlock): the estimate
+    of what the job needs can be short (outputs larger than inputs, big intermediates), so the
+    failure may be the other workers', not the candidate's. Such a run is repeated alone."""
+    admission = result.checks.get("device_admission") or {}
+    return (
+        config.backend == "cuda"
+        and result.stage == "runtime"
+        and result.blame == "candidate"
+        and int(admission.get("weight", config.device_slots)) < config.device_slots
+        and any(marker in result.error for marker in OUT_OF_MEMORY)
+    )
 
 
 def _trustworthy(data: dict[str, Any]) -> bool:

@@ -282,6 +282,7 @@ class Harness:
         )
         total = self.torch.cuda.get_device_properties(self.device).total_memory if self.is_cuda else 0
         weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
+        weight = int(self.job.get("admission_weight") or weight)  # a rerun alone after an OOM
         self.lock.admit(weight)
         self.checks["device_admission"] = {"weight": weight, "slots": slots, "estimate_bytes": need}
         if self.is_cuda:

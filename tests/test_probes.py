@@ -55,3 +55,21 @@ def test_clock_escape_is_judged_against_the_gap_measured_under_the_same_load():
     escaped = dict(loaded, wall_minus_event_ms=0.6)
     assert _escapes_clock(escaped, quiet_baseline)
     assert not _escapes_clock(dict(escaped, clock="perf_counter"), quiet_baseline)
+
+
+def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone():
+    from kevin.evaluate import EvalConfig, _out_of_memory_beside_others
+
+    config = EvalConfig(backend="cuda", device_slots=4)
+    shared = EvalResult(
+        stage="runtime",
+        blame="candidate",
+        error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB",
+        checks={"device_admission": {"weight": 1, "slots": 4}},
+    )
+    assert _out_of_memory_beside_others(shared, config)
+    alone = EvalResult(**{**shared.to_dict(), "checks": {"device_admission": {"weight": 4, "slots": 4}}})
+    assert not _out_of_memory_beside_others(alone, config)
+    other_error = EvalResult(**{**shared.to_dict(), "error": "illegal memory access"})
+    assert not _out_of_memory_beside_others(other_error, config)
+    assert not _out_of_memory_beside_others(shared, EvalConfig(backend="cpp"))
