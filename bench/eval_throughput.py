@@ -654,8 +654,10 @@ def markdown(reports: list[dict[str, Any]]) -> str:
         if a is not None:
             s = a["summary"]
             bs = s["build_s"]
+            a_jobs = report["config"].get("a_jobs", 1)
+            mode = "sequential" if a_jobs == 1 else f"{a_jobs} at a time"
             lines.append(
-                f"| (a) plain load_inline, sequential | {s['finished']} | {s['wall_s']} | "
+                f"| (a) plain load_inline, {mode} | {s['finished']} | {s['wall_s']} | "
                 f"{_fmt(s['candidates_per_hour'], 4)} | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / {_fmt(bs['max'])} | "
                 f"{s['gpu_held_s']} | {s['verdicts']} |"
             )
@@ -667,11 +669,12 @@ def markdown(reports: list[dict[str, Any]]) -> str:
                     f"| (b) kevin, {label} builds ({bs['n']}) | | | | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / "
                     f"{_fmt(bs['max'])} | | |"
                 )
-        lines.append(
-            f"| (b) kevin service, --jobs {report['config']['jobs']} | {s['finished']}/{s['of']} | {s['wall_s']} | "
-            f"{_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} ({s.get('gpu_exclusive_s')} exclusive) | "
-            f"{s['verdicts']} |"
-        )
+        if report["pass"] != "plain":
+            lines.append(
+                f"| (b) kevin service, --jobs {report['config']['jobs']} | {s['finished']}/{s['of']} | "
+                f"{s['wall_s']} | {_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} "
+                f"({s.get('gpu_exclusive_s')} exclusive) | {s['verdicts']} |"
+            )
         gpu = report["gpu"]
         lines += [
             "",
@@ -769,7 +772,7 @@ def run_pass(
     from kevin.timing import TimingConfig
 
     cache = Path(args.cache_dir)
-    prepare_cache(cache, cold=name == "cold")
+    prepare_cache(cache, cold=name != "cached")  # the plain pass uses no kevin cache: start empty
     config = EvalConfig(
         backend="cuda", cache_dir=str(cache), timing=TimingConfig(budget_ms=args.timing_budget_ms)
     )

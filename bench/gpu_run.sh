@@ -7,6 +7,10 @@
 #   adversarial bench/adversarial.py --backend cuda (the GPU corpus table of issue #4; the cpp
 #               corpus runs on the CPU: python bench/adversarial.py --backend cpp)
 #   throughput  bench/eval_throughput.py, cold pass (issue #5)
+#   plain       bench/eval_throughput.py --passes plain: harness (a) alone over all 66 candidates,
+#               PLAIN_JOBS at once (builds overlap, GPU work one at a time), for the verdict check;
+#               merge with the cold pass: copy throughput_plain.json beside throughput_cold.json and
+#               run bench/eval_throughput.py --report-only --out <that dir>
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 # The parallel steps share kevin's device lock in /tmp, so none of them times while another runs
@@ -54,6 +58,12 @@ if has throughput; then
     ${THROUGHPUT_ARGS:-} > "$OUT/throughput.log" 2>&1 &
   pids+=($!)
 fi
+if has plain; then
+  $limit python3 bench/eval_throughput.py --kernelbench "$KEVIN_KERNELBENCH_DIR" --out "$OUT" --passes plain \
+    --harness plain --a-limit 1000 --a-jobs "${PLAIN_JOBS:-20}" --timing-budget-ms 300 --reserve-s 90 \
+    --deadline-s "${PLAIN_DEADLINE_S:-500}" --cache-dir /tmp/kevin-plain-pass-cache > "$OUT/plain_pass.log" 2>&1 &
+  pids+=($!)
+fi
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 if has agreement; then
   $limit python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
@@ -63,5 +73,6 @@ has tests && { echo "== gpu tests"; grep -E "PASSED|FAILED|ERROR|SKIPPED" "$OUT/
 has bundled && { echo "== bundled set"; tail -16 "$OUT/bundled_cuda.txt"; }
 has adversarial && { echo "== adversarial"; grep -E " -> |dynamic only|cheats" "$OUT/adversarial.log" | tail -30; }
 has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
+has plain && { echo "== plain pass"; tail -8 "$OUT/plain_pass.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 exit 0
