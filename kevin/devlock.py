@@ -31,7 +31,7 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 POLL_S = 0.02
@@ -94,23 +94,20 @@ class DeviceLock:
             fcntl.flock(self._admit, fcntl.LOCK_UN)
         self.weight = weight
 
-    @contextmanager
-    def shared(self) -> Iterator[None]:
-        fcntl.flock(self._turn, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(self._main, fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self._turn, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._main, fcntl.LOCK_UN)
+    def shared(self) -> AbstractContextManager[None]:
+        """Device work that may overlap other workers' (inputs, correctness, the reference)."""
+        return self._section(fcntl.LOCK_SH)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Nothing else on the device meanwhile (timing)."""
+        return self._section(fcntl.LOCK_EX)
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def _section(self, mode: int) -> Iterator[None]:
+        # Through the turnstile: a waiting exclusive section holds it, so later ones queue behind.
         fcntl.flock(self._turn, fcntl.LOCK_EX)
         try:
-            fcntl.flock(self._main, fcntl.LOCK_EX)
+            fcntl.flock(self._main, mode)
         finally:
             fcntl.flock(self._turn, fcntl.LOCK_UN)
         try:
