@@ -437,6 +437,12 @@ def add_eval_options(parser: Any) -> None:
     parser.add_argument(
         "--cache-dir", default=None, help="build and baseline caches (default ~/.cache/kevin)"
     )
+    parser.add_argument(
+        "--device-slots",
+        type=int,
+        default=4,
+        help="evaluations that may hold one device at once; timing is always alone (default 4)",
+    )
 
 
 def config_from_args(args: Any) -> EvalConfig:
@@ -458,6 +464,7 @@ def config_from_args(args: Any) -> EvalConfig:
         static_check=not args.no_static_check,
         fast_build=not args.no_fast_build,
         cache_dir=args.cache_dir,
+        device_slots=args.device_slots,
     )
 
 

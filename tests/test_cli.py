@@ -77,6 +77,16 @@ def test_eval_config_rejects_bad_values():
         EvalConfig(backend="opencl")
     with pytest.raises(UsageError, match="trials"):
         EvalConfig(trials=0)
+    with pytest.raises(UsageError, match="device_slots"):
+        EvalConfig(device_slots=0)
+
+
+def test_device_slots_flag_is_one_line_exit_2(tmp_path, capsys):
+    problem = tmp_path / "p.py"
+    problem.write_text("x = 1\n")
+    code = main(["eval", str(problem), str(problem), "--backend", "cpp", "--device-slots", "0"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "device_slots must be at least 1" in err and len(err.splitlines()) == 1
 
 
 def test_result_json_round_trip():
