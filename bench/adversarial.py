@@ -59,8 +59,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from naive_harness import naive_eval  # noqa: E402
 
-from kevin import devlock  # noqa: E402
-from kevin.evaluate import EvalConfig, device_lock_path, evaluate  # noqa: E402
+from kevin.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
 from kevin.result import EvalResult  # noqa: E402
 from kevin.sandbox import Limits  # noqa: E402
 from kevin.tasks import Task, load_bundled  # noqa: E402
@@ -321,9 +320,7 @@ def _device_alone(backend: str) -> Iterator[None]:
     if backend != "cuda":
         yield
         return
-    config = EvalConfig()
-    path = devlock.ensure_files(device_lock_path(config), config.device_slots)
-    with devlock.DeviceLock(path, config.device_slots).exclusive():
+    with device_lock(EvalConfig()).exclusive():
         yield
 
 

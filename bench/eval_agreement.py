@@ -16,7 +16,6 @@ Writes eval_agreement.json and eval_agreement.md under --out and prints the tabl
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -29,10 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kevin import build, devlock  # noqa: E402
+from kevin import build  # noqa: E402
 from kevin.batch import Pair, run_batch  # noqa: E402
-from kevin.devlock import DeviceLock  # noqa: E402
-from kevin.evaluate import EvalConfig, device_lock_path, evaluate  # noqa: E402
+from kevin.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
 from kevin.tasks import Task  # noqa: E402
 from kevin.timing import TimingConfig  # noqa: E402
 
@@ -73,16 +71,6 @@ def independent_speedup(problem_src: str, candidate_src: str, name: str) -> dict
     inputs = model = model_new = None
     torch.cuda.empty_cache()
     return {"baseline_ms": ref_ms, "runtime_ms": new_ms, "speedup": ref_ms / new_ms}
-
-
-@contextlib.contextmanager
-def device_lock(config: EvalConfig):
-    """The same per-device lock file kevin's workers take while they run and time."""
-    lock = DeviceLock(
-        devlock.ensure_files(device_lock_path(config), config.device_slots), config.device_slots
-    )
-    with lock.exclusive():
-        yield
 
 
 def self_problem(problem_src: str, candidate_src: str) -> str:
@@ -136,7 +124,7 @@ def main() -> int:
     build.install(Path(args.cache_dir) / "builds", build.BuildLog())  # reuse the sandbox's builds
     table = []
     for pair, row in zip(pairs, rows, strict=True):
-        with device_lock(config):  # never time while a kevin worker times on the same GPU
+        with device_lock(config).exclusive():  # never time while a kevin worker times on the same GPU
             indep = independent_speedup(
                 pair.problem.read_text(), pair.candidate.read_text(), pair.candidate.stem
             )

@@ -525,8 +525,7 @@ def environment() -> dict[str, Any]:
 def run_pass(
     name: str, manifest: list[dict], args: argparse.Namespace, kb: Path, started: float
 ) -> dict[str, Any]:
-    from kevin import devlock
-    from kevin.evaluate import EvalConfig, device_lock_path
+    from kevin.evaluate import EvalConfig, device_lock_file
     from kevin.timing import TimingConfig
 
     cache = Path(args.cache_dir)
@@ -540,7 +539,7 @@ def run_pass(
     pass_started = time.monotonic()
     plain = None
     if name in ("cold", "plain") and args.harness in ("both", "plain") and args.a_limit > 0:
-        lock = devlock.ensure_files(device_lock_path(config), config.device_slots)
+        lock = device_lock_file(config)
         plain = PlainRunner(
             manifest,
             kb,

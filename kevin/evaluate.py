@@ -159,7 +159,7 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
         # the same task that finished meanwhile has cached it (the file is read-only to workers).
         "baseline_cache_file": str(cache_file) if config.baseline_cache else None,
         "baseline_device": cached.get("device_name"),
-        "device_lock": str(devlock.ensure_files(device_lock_path(config), config.device_slots)),
+        "device_lock": str(device_lock_file(config)),
         "device_slots": config.device_slots,
         "baseline_lock": str(_ensure_lock_file(cache_file.with_suffix(".lock")))
         if config.baseline_cache
@@ -227,6 +227,17 @@ def device_lock_path(config: EvalConfig) -> Path:
         visible[config.device_index] if config.device_index < len(visible) else str(config.device_index)
     )
     return Path(config.lock_dir) / f"kevin-cuda{physical}.lock"
+
+
+def device_lock_file(config: EvalConfig) -> Path:
+    """The device's lock file, its companion files created (workers cannot create files)."""
+    return devlock.ensure_files(device_lock_path(config), config.device_slots)
+
+
+def device_lock(config: EvalConfig) -> devlock.DeviceLock:
+    """The lock kevin's workers share on this config's device, for code outside kevin that uses the
+    device and must not overlap its timing (benchmark harnesses)."""
+    return devlock.DeviceLock(device_lock_file(config), config.device_slots)
 
 
 def _ensure_lock_file(path: Path) -> Path:
