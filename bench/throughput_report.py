@@ -117,6 +117,7 @@ def verdict_table(manifest: list[dict], plain: list[dict], kevin: list[dict]) ->
                 "kevin_as_expected": (b == row["expected"]) if b is not None else None,
                 "kevin_speedup": by_kevin.get(row["id"], {}).get("speedup"),
                 "plain_speedup": by_plain.get(row["id"], {}).get("speedup"),
+                "plain_kernelbench": by_plain.get(row["id"], {}).get("kernelbench_verdict"),
             }
         )
     return table
@@ -133,6 +134,9 @@ def agreement(table: list[dict[str, Any]]) -> dict[str, Any]:
         "kevin_judged": len(judged),
         "kevin_unexpected": [
             f"{r['id']} ({r['expected']} -> {r['kevin']})" for r in judged if not r["kevin_as_expected"]
+        ],
+        "kernelbench_tolerance_fooled": [
+            r["id"] for r in table if r.get("plain_kernelbench") == "correct" and r["expected"] == "wrong"
         ],
     }
 
@@ -225,13 +229,23 @@ def markdown(reports: list[dict[str, Any]]) -> str:
             + (f"; not on {', '.join(agree['kevin_unexpected'])}" if agree["kevin_unexpected"] else "")
             + ".",
             "",
-            "| candidate | kind | expected | (a) plain | (b) kevin | agree | (a) speedup | (b) speedup |",
-            "|---|---|---|---|---|---|---|---|",
+        ]
+        fooled = agree.get("kernelbench_tolerance_fooled")
+        if fooled:
+            lines += [
+                f'At KernelBench\'s tolerance (1e-2, column "(a) at 1e-2") (a) would pass {len(fooled)} wrong '
+                f"candidate(s): {', '.join(fooled)}. The verdicts compared are (a)'s at kevin's tolerance.",
+                "",
+            ]
+        lines += [
+            "| candidate | kind | expected | (a) plain | (a) at 1e-2 | (b) kevin | agree | (a) speedup | (b) speedup |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for row in report["verdicts"]:
             agree_mark = {True: "yes", False: "**no**", None: "-"}[row["agree"]]
             lines.append(
-                f"| {row['id']} | {row['kind']} | {row['expected']} | {_fmt(row['plain'])} | {_fmt(row['kevin'])} | "
+                f"| {row['id']} | {row['kind']} | {row['expected']} | {_fmt(row['plain'])} | "
+                f"{_fmt(row.get('plain_kernelbench'))} | {_fmt(row['kevin'])} | "
                 f"{agree_mark} | {_fmt(row['plain_speedup'])} | {_fmt(row['kevin_speedup'])} |"
             )
         lines.append("")

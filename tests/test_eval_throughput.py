@@ -250,9 +250,16 @@ def test_small_slice_on_the_gpu(tmp_path):
             "--only",
             "l1_88_",
             "--a-limit",
-            "2",
+            "1",
             "--jobs",
             "4",
+            # Bounded well under the suite's per-test timeout, also beside other GPU work.
+            "--deadline-s",
+            "300",
+            "--reserve-s",
+            "60",
+            "--grace-s",
+            "30",
             "--kernelbench",
             str(kb),
             "--cache-dir",
@@ -290,3 +297,38 @@ def test_a_full_plain_pass_fills_in_the_candidates_the_cold_pass_did_not_reach(m
     assert "Verdicts, (a) including the `plain` pass: (a) and (b) agree on 2/3" in text
     assert "32 candidates at once" in text
     assert bench.with_full_plain([cold]) == [cold]
+
+
+def test_plain_harness_judges_at_kevins_tolerance_and_records_kernelbenchs():
+    torch = pytest.importorskip("torch")
+    want = torch.full((64, 64), 1024.0)
+    off_by_one = want - 1.0  # one term of a long dot product dropped: 1e-3 relative
+    judged = bench.judge_trial(off_by_one, want)
+    assert judged == {"ok": False, "ok_kernelbench": True, "max_abs_error": 1.0}
+    rounding = want * (1 + 1e-6)
+    assert bench.judge_trial(rounding, want)["ok"]
+    broken = want.clone()
+    broken[3, 5] = float("nan")
+    assert bench.judge_trial(broken, want) | {"max_abs_error": 0} == {
+        "ok": False,
+        "ok_kernelbench": False,
+        "max_abs_error": 0,
+    }
+    assert "shape" in bench.judge_trial(want[:2], want)["error"]
+    near_miss = {"compiled": True, "correct": False, "correct_kernelbench": True}
+    assert bench.plain_verdict(near_miss) == "wrong"
+    assert bench.plain_verdict(near_miss, "correct_kernelbench") == "correct"
+
+
+def test_report_shows_what_kernelbenchs_tolerance_would_pass(manifest):
+    rows, _, _, cold = _synthetic_report(manifest)
+    wrong = next(r for r in manifest if r["expected"] == "wrong")
+    plain_rows = [{"id": wrong["id"], "verdict": "wrong", "kernelbench_verdict": "correct"}]
+    table = bench.verdict_table(manifest, plain_rows, [])
+    row = next(r for r in table if r["id"] == wrong["id"])
+    assert row["plain"] == "wrong" and row["plain_kernelbench"] == "correct"
+    assert report_module.agreement(table)["kernelbench_tolerance_fooled"] == [wrong["id"]]
+    report = dict(cold, verdicts=table, agreement=report_module.agreement(table))
+    text = report_module.markdown([report])
+    assert f"(a) would pass 1 wrong candidate(s): {wrong['id']}" in text
+    assert f"| {wrong['id']} | wrong | wrong | wrong | correct | - |" in text
