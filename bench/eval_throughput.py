@@ -35,7 +35,8 @@ Usage on the GPU machine (KernelBench files from --kernelbench, $KEVIN_KERNELBEN
     PYTHONPATH=. python bench/eval_throughput.py --out bench/results/h200 --passes cached
 On a CPU: `--dry-run` checks the manifest, the problem files and the static gate, and runs nothing;
 `--report-only` rewrites the markdown from the pass JSONs found under --out (passes run in separate
-device calls, each writing to its own folder, can be copied into one and merged there).
+device calls, each writing to its own folder, can be copied into one and merged there); a
+hand-written eval_throughput_notes.md there is kept at the top of the report.
 
 What this does not measure: the plain harness shares the CPU with kevin's builds (its build times
 are contended, as a real sequential harness on an idle machine would not be). (a) checks only
@@ -90,6 +91,7 @@ PLAIN_TOLERANCE = 1e-4
 KERNELBENCH_TOLERANCE = 1e-2
 """KernelBench's own atol = rtol, recorded beside it."""
 CACHE_MARKER = ".eval_throughput"
+NOTES_FILE = "eval_throughput_notes.md"
 
 
 # -- the candidate set and the problems --------------------------------------------------------------
@@ -711,6 +713,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def write_report(out: Path, reports: list[dict[str, Any]]) -> None:
+    """eval_throughput.md from the pass reports, with eval_throughput_notes.md from the same folder
+    (hand-written provenance: which machine, which runs were merged) under the title if present."""
+    notes = out / NOTES_FILE
+    (out / "eval_throughput.md").write_text(
+        markdown(reports, notes.read_text().strip() if notes.is_file() else "")
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.plain_child:
@@ -731,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         if not found:
             print(f"no throughput_*.json under {args.out}", file=sys.stderr)
             return 2
-        (Path(args.out) / "eval_throughput.md").write_text(markdown(found))
+        write_report(Path(args.out), found)
         for report in with_full_plain(found):
             print(summary_text(report))
         return 0
@@ -753,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"throughput_{name}.json").write_text(json.dumps(report, indent=1, default=str))
         reports.append(report)
     found = [json.loads(p.read_text()) for p in sorted(out.glob("throughput_*.json"))]
-    (out / "eval_throughput.md").write_text(markdown(found))
+    write_report(out, found)
     for report in with_full_plain(found):
         print(summary_text(report), flush=True)
     return 0

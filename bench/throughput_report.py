@@ -171,8 +171,10 @@ def with_full_plain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def markdown(reports: list[dict[str, Any]]) -> str:
+def markdown(reports: list[dict[str, Any]], notes: str = "") -> str:
     lines = ["# Evaluation throughput: plain load_inline harness vs kevin's service", ""]
+    if notes:
+        lines += [notes, ""]
     for report in with_full_plain(reports):
         env, a, b = report["environment"], report.get("plain"), report["kevin"]
         lines += [

@@ -213,6 +213,10 @@ def test_report_only_merges_pass_files(tmp_path, capsys, manifest):
     text = (tmp_path / "eval_throughput.md").read_text()
     assert "Pass `cold`" in text and "Pass `cached`" in text
     assert "pass cached" in capsys.readouterr().out
+    (tmp_path / bench.NOTES_FILE).write_text("Run on the 1-GPU machine alone.\n")
+    assert bench.main(["--report-only", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "eval_throughput.md").read_text()
+    assert text.index("Run on the 1-GPU machine alone.") < text.index("Pass `cold`")
 
 
 def test_cold_cache_is_only_cleared_when_ours(tmp_path):
