@@ -75,7 +75,19 @@ def summarize_kevin(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]
         "build_s_cached": spread(hits),
         "gpu_held_s": round(sum(kevin_gpu_s(r) for r in done), 1),
         "gpu_exclusive_s": round(sum(kevin_gpu_s(r, EXCLUSIVE_STAGES) for r in done), 1),
+        "gpu_stage_mean_s": gpu_stage_means(done),
     }
+
+
+def gpu_stage_means(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean seconds per candidate that reached the GPU, for each worker stage on it. `correctness`
+    is where the dynamic checks run (trials on the problem's inputs and other distributions, the
+    kernel trace, output and state checks); `timing` is the candidate's clock."""
+    ran = [r["stage_seconds"] for r in rows if "inputs" in (r.get("stage_seconds") or {})]
+    means: dict[str, Any] = {"candidates": len(ran)}
+    for stage in GPU_STAGES:
+        means[stage] = round(sum(s.get(stage, 0.0) for s in ran) / len(ran), 3) if ran else None
+    return means
 
 
 def summarize_plain(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
@@ -209,6 +221,14 @@ def markdown(reports: list[dict[str, Any]], notes: str = "") -> str:
                 f"{s['wall_s']} | {_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} "
                 f"({s.get('gpu_exclusive_s')} exclusive) | {s['verdicts']} |"
             )
+        stages = gpu_stage_means(b["rows"])  # from the rows: pass files written before it existed too
+        if stages.get("candidates"):
+            lines += [
+                "",
+                f"kevin's stages on the GPU, mean s per candidate that reached it ({stages['candidates']}): "
+                + ", ".join(f"{k} {_fmt(stages[k])}" for k in GPU_STAGES)
+                + ". The dynamic checks run in `correctness`; `timing` is the candidate's own clock.",
+            ]
         gpu = report["gpu"]
         lines += [
             "",

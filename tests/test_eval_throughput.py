@@ -181,6 +181,15 @@ def test_summaries_on_synthetic_results(manifest):
     assert kevin["build_s_cold"]["n"] == 2 and kevin["build_s_cold"]["p50"] == pytest.approx(50.0)
     assert kevin["build_s_cached"] == {"n": 1, "p50": 0.1, "p90": 0.1, "max": 0.1}
     assert kevin["gpu_held_s"] == pytest.approx(6.0)  # correctness + timing + inputs + timing, not wait_gpu
+    # Only the cached candidate's worker recorded an inputs stage: the means are over it alone.
+    assert kevin["gpu_stage_mean_s"] == {
+        "candidates": 1,
+        "inputs": 0.5,
+        "correctness": 0.0,
+        "timing": 2.5,
+        "reference": 0.0,
+        "baseline": 0.0,
+    }
     plain = report["plain"]["summary"]
     assert plain["candidates_per_hour"] == pytest.approx(40.0)
     assert plain["build_s"]["p50"] == pytest.approx(67.5)
@@ -198,6 +207,7 @@ def test_markdown_and_summary_text(manifest):
     for row in rows:
         assert f"| {row['id']} |" in text
     assert "**no**" in text
+    assert "mean s per candidate that reached it (1): inputs 0.5, correctness 0, timing 2.5" in text
     line = bench.summary_text(report)
     assert "kevin 3/4" in line and "verdicts agree 1/2" in line
 
