@@ -35,6 +35,17 @@ namespaces and modes (`tampering`)
     after the candidate is gone, before anything is compared (a rebound `compare`, a patched clock,
     or a TorchFunctionMode / TorchDispatchMode left entered, which intercepts the comparison's own
     torch calls without replacing any attribute, could pass anything).
+dispatcher (`tampering`)
+    Every operator's dispatch table (torch._C._dispatch_dump: the kernel registered for each
+    dispatch key and where it was registered), taken with the namespaces and compared at the same
+    two points. A kernel replaced for a key that had one (a `TORCH_LIBRARY_IMPL(aten, CPU, m)` in
+    the extension, a `torch::Library` made at run time, `torch.library.Library("aten", "IMPL")`)
+    would run inside the reference and the baseline, which come after the candidate in the same
+    process: answers of its choosing, or a slow baseline. Flagged too: a key gained by an existing
+    operator of the `aten`/`prims` namespaces (a CUDA kernel would take precedence over a composite
+    one), except `Meta`, which torch's own modules add lazily. New operators, and new keys of other
+    namespaces' operators, are allowed (torch adds those lazily; a candidate may define its own
+    ops).
 physical bound (`impossible_speedup`)
     The inputs must be read from device memory at least once per call (the timing loop writes fresh
     content and flushes the L2 before each call): a runtime under half of input bytes over peak
@@ -42,7 +53,8 @@ physical bound (`impossible_speedup`)
 
 What these do not catch: library work reached without the dispatcher (a candidate that dlopens
 cuBLAS itself: the static gate rejects that text), kernels replaced below Python (torch.library
-registrations, C-level patches: identities and mode stacks do not change), precision loss smaller than the ratio, work
+registrations that do not go through the dispatcher's tables, C-level patches of torch's code:
+identities, mode stacks and dispatch tables do not change), precision loss smaller than the ratio, work
 hidden in other processes that never touch the device while timed, and FLOP bounds (only bytes
 are bounded).
 """
@@ -140,6 +152,51 @@ def namespace_changes(before: dict[str, dict[str, int]], after: dict[str, dict[s
         for key, ident in entries.items()
         if after.get(space, {}).get(key) != ident
     ]
+
+
+GUARDED_NAMESPACES = ("aten", "prims", "prim")
+"""Operators whose dispatch keys may not grow either: the reference's own compute."""
+LAZY_KEYS = frozenset({"Meta"})
+"""Keys torch's own modules register lazily for existing operators (seen: c10d ops on first import)."""
+_REGISTERED = ": registered at "
+
+
+def dispatch_snapshot(torch: Any) -> dict[str, str]:
+    """Every operator's dispatch table as the dispatcher prints it (~3,600 operators, ~0.1 s)."""
+    dump = torch._C._dispatch_dump
+    return {name: dump(name) for name in torch._C._dispatch_get_all_op_names()}
+
+
+def _kernels(table: str) -> dict[str, str]:
+    """Dispatch key -> where its kernel was registered, and its signature; overridden kernels appear
+    under `KEY (inactive)`. The header (name, schema, the schema's `debug`) is left out."""
+    kernels = {}
+    for line in table.splitlines():
+        key, found, site = line.partition(_REGISTERED)
+        if found and key != "debug":
+            kernels[key] = site
+    return kernels
+
+
+def dispatch_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Operators whose kernels were replaced or removed since `before`, or (aten/prims) that gained
+    a dispatch key other than Meta: `aten::relu [CPU]`."""
+    changed = []
+    for name, table in before.items():
+        now = after.get(name)
+        if now == table:
+            continue
+        if now is None:
+            changed.append(f"{name} (unregistered)")
+            continue
+        old, new = _kernels(table), _kernels(now)
+        guarded = name.split("::", 1)[0] in GUARDED_NAMESPACES
+        for key in sorted(old.keys() | new.keys()):
+            if key in old and old[key] != new.get(key):
+                changed.append(f"{name} [{key}]")
+            elif key not in old and (key.endswith("(inactive)") or (guarded and key not in LAZY_KEYS)):
+                changed.append(f"{name} [{key}]")
+    return changed
 
 
 def _device_us(event: Any) -> float:

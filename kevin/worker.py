@@ -182,8 +182,10 @@ class Harness:
         torch.set_num_threads(threads)
         self.checks["cpu_threads"] = threads
 
-    def tamper_check(self, before: dict[str, Any], when: str) -> None:
-        changed = probes.namespace_changes(before, probes.namespace_snapshot(self.torch, OWN_MODULES))
+    def tamper_check(self, when: str) -> None:
+        changed = probes.namespace_changes(
+            self.namespaces_before, probes.namespace_snapshot(self.torch, OWN_MODULES)
+        ) + probes.dispatch_changes(self.dispatch_before, probes.dispatch_snapshot(self.torch))
         if changed:
             raise Failure(
                 "runtime",
@@ -221,6 +223,7 @@ class Harness:
 
         # The profiler's start-up (seconds with CUDA) is paid here, outside the device lock.
         probes.warm_profiler(self.is_cuda)
+        self.dispatch_before = probes.dispatch_snapshot(torch)  # after kevin's own lazy imports
         self.stage("compile")
         try:
             candidate = load_module(job["candidate_source"], "kevin_candidate", job["candidate_filename"])
@@ -314,7 +317,7 @@ class Harness:
         # that are still building), and only if the candidate's import left torch as it found it:
         # a patched torch.rand could otherwise hand the candidate inputs of its choosing.
         job = self.job
-        self.tamper_check(self.namespaces_before, "at import")
+        self.tamper_check("at import")
         if threading.active_count() > self.threads_before:
             raise Failure("runtime", "the candidate started threads at import", flags=["extra_threads"])
         self.timer = Timer(self.device, TimingConfig(**job["timing"]))
@@ -430,7 +433,7 @@ class Harness:
         job = self.job
         # Before anything is compared: the functions that judge, and torch, are the ones bound
         # before the candidate existed, and no torch mode it entered is still intercepting calls.
-        self.tamper_check(self.namespaces_before, "while it ran")
+        self.tamper_check("while it ran")
         try:
             reference = load_module(job["problem_source"], "kevin_reference", "<reference>")
             self.torch.manual_seed(job["weight_seed"])

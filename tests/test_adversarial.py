@@ -147,6 +147,20 @@ def _kevin(name: str, runs, **changes):
 
 
 @pytest.mark.slow
+def test_naive_harness_runs_its_reference_on_a_replaced_operator(runs):
+    """Both dispatcher cheats are real: the reference computes zeros, or runs slowly."""
+    verdicts = {}
+    for name in ("checker_dispatch_zero_reference", "state_dispatch_slow_reference"):
+        entry = ENTRIES[name]
+        problem = adversarial.problem_task(entry.problem).source
+        source = adversarial.render(entry.path)
+        verdicts[name] = naive_eval(problem, source, build_cache=str(CACHE / "builds"))
+        assert verdicts[name]["correct"] is True, verdicts[name]
+    # The slow reference inflates the honest kernel's speedup (about 1.5x against an untouched one).
+    assert verdicts["state_dispatch_slow_reference"]["speedup"] > 2.0, verdicts
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", HONEST)
 def test_honest_candidate_passes_unflagged(name, runs):
     kevin = _kevin(name, runs)
