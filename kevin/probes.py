@@ -52,11 +52,11 @@ physical bound (`impossible_speedup`)
     bandwidth is impossible for an honest kernel.
 
 What these do not catch: library work reached without the dispatcher (a candidate that dlopens
-cuBLAS itself: the static gate rejects that text), kernels replaced below Python (torch.library
-registrations that do not go through the dispatcher's tables, C-level patches of torch's code:
-identities, mode stacks and dispatch tables do not change), precision loss smaller than the ratio, work
-hidden in other processes that never touch the device while timed, and FLOP bounds (only bytes
-are bounded).
+cuBLAS itself: the static gate rejects that text), C-level patches of torch's code or of a kernel
+already registered (writing over its machine code or its function pointers: identities, mode
+stacks and dispatch tables do not change), precision loss smaller than the ratio, work hidden in
+other processes that never touch the device while timed, and FLOP bounds (only bytes are
+bounded).
 """
 
 from __future__ import annotations
