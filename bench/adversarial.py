@@ -59,15 +59,15 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from naive_harness import naive_eval  # noqa: E402
 
-from kevin.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
-from kevin.result import EvalResult  # noqa: E402
-from kevin.sandbox import Limits  # noqa: E402
+from kevin.evaluator.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
+from kevin.evaluator.result import EvalResult  # noqa: E402
+from kevin.evaluator.sandbox import Limits  # noqa: E402
 from kevin.tasks import Task, load_bundled  # noqa: E402
 
 CORPUS = REPO / "bench" / "adversarial"
 CPP_DIR = CORPUS / "cpp"
 PROBLEMS = CORPUS / "problems"
-BUNDLED = REPO / "kevin" / "bundled"
+BUNDLED = REPO / "kevin" / "tasks" / "bundled"
 BUNDLED_HONEST = (
     "01_gelu_tanh", "02_row_sum", "03_softmax", "04_layernorm",
     "05_matmul", "07_linear_silu_layernorm", "11_cumsum", "12_maxpool2d",
@@ -170,7 +170,7 @@ def load_corpus(backend: str) -> list[Entry]:
 
 def gate_rejects(entry: Entry) -> bool:
     """Whether kevin's static gate rejects the rendered candidate (it never builds or runs it)."""
-    from kevin.checks import check_source
+    from kevin.gate import check_source
 
     return not check_source(render(entry.path), entry.backend).ok
 
@@ -423,7 +423,7 @@ def probe_costs_here(entry: Entry, cache: Path) -> dict[str, float]:
     and one torch-namespace snapshot (kevin takes two)."""
     import torch
 
-    from kevin import build, probes
+    from kevin.evaluator import build, probes
 
     build.install(cache / "builds", build.BuildLog())
     problem = _module(problem_task(entry.problem).source, f"cost_problem_{entry.name}")
@@ -468,7 +468,7 @@ def _module(source: str, name: str) -> types.ModuleType:
 def measure_costs(entries: list[Entry], runs: Runs, lock_dir: Path, cache: Path) -> list[dict[str, Any]]:
     """For each honest entry: kevin's wall time and stages with the default config and with
     distribution_trials=0, and the in-process cost of each dynamic check (cpp only)."""
-    from kevin.checks import check_source
+    from kevin.gate import check_source
 
     rows = []
     for entry in entries:

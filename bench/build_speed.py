@@ -4,12 +4,12 @@ For each candidate file (a module that calls `load_inline(...)` at import), the 
 are captured without building, then built in a fresh subprocess, timed inside it:
 
 * plain: torch's `load_inline` into an empty build directory (what a naive harness pays);
-* kevin cold: kevin.build's wrapper with an empty cache (the fast path, or its fallback);
+* kevin cold: kevin.evaluator.build's wrapper with an empty cache (the fast path, or its fallback);
 * kevin hit: the same call again in a new process (the build cache).
 
 This script reports times, whether the fast path was taken (and why not), and whether both builds
 succeed or fail together. What a fast-built module computes is checked elsewhere, by evaluating
-candidates (tests/test_fastbuild.py, the bundled set, bench/eval_throughput.py).
+candidates (tests/evaluator/test_fastbuild.py, the bundled set, bench/eval_throughput.py).
 
     python bench/build_speed.py --backend cuda --out bench/results/h200/build_speed \
         --plain-jobs 16            # plain builds 16 at a time (they take ~60 s each)
@@ -45,7 +45,7 @@ if mode == "plain":
     cache.mkdir(parents=True, exist_ok=True)
     kwargs["build_directory"] = str(cache)
 else:
-    from kevin import build
+    from kevin.evaluator import build
     log = build.BuildLog()
     build.install(cache, log, fast=(mode != "kevin-nofast"))
 started = time.perf_counter()
@@ -102,10 +102,10 @@ def run_child(mode: str, cache: Path, kwargs_file: Path) -> dict:
 
 def candidates(backend: str) -> list[Path]:
     if backend == "cuda":
-        files = sorted((ROOT / "kevin/bundled/cuda").glob("[0-9]*.py"))
+        files = sorted((ROOT / "kevin/tasks/bundled/cuda").glob("[0-9]*.py"))
         files += sorted((ROOT / "bench/candidates/kernelbench_l1").glob("*.py"))
     else:
-        files = sorted((ROOT / "kevin/bundled/cpp").glob("[0-9]*.py"))
+        files = sorted((ROOT / "kevin/tasks/bundled/cpp").glob("[0-9]*.py"))
     return files
 
 

@@ -28,11 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kevin import build  # noqa: E402
-from kevin.batch import Pair, run_batch  # noqa: E402
-from kevin.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
+from kevin.evaluator import build  # noqa: E402
+from kevin.evaluator.batch import Pair, run_batch  # noqa: E402
+from kevin.evaluator.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
+from kevin.evaluator.timing import TimingConfig  # noqa: E402
 from kevin.tasks import Task  # noqa: E402
-from kevin.timing import TimingConfig  # noqa: E402
 
 CANDIDATES = REPO / "bench" / "candidates" / "kernelbench_l1"
 

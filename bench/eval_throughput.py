@@ -14,7 +14,7 @@ run on the GPU machine by
               timing budget, 10 to 100). It runs in a background thread, in a fixed order that
               interleaves the kinds, until `--a-limit` candidates or the deadline: one plain build
               takes about a minute, so all 64+ do not fit in one device command.
-  (b) kevin:  kevin.service.EvaluationService over every candidate, `--jobs` at a time.
+  (b) kevin:  kevin.evaluator.service.EvaluationService over every candidate, `--jobs` at a time.
 
 Passes: `cold` (fresh build and baseline caches under --cache-dir, both harnesses) and `cached`
 (kevin only, the same batch again: builds come from kevin's build cache, so this measures the
@@ -87,7 +87,7 @@ PLAIN_PREFIX = "PLAIN_RESULT "
 PLAIN_SEED = 42
 PLAIN_TRIALS = 5
 PLAIN_TOLERANCE = 1e-4
-"""kevin's default fp32 tolerance (kevin.evaluate.DEFAULT_TOLERANCE): the verdict (a) is compared on."""
+"""kevin's default fp32 tolerance (kevin.evaluator.evaluate.DEFAULT_TOLERANCE): the verdict (a) is compared on."""
 KERNELBENCH_TOLERANCE = 1e-2
 """KernelBench's own atol = rtol, recorded beside it."""
 CACHE_MARKER = ".eval_throughput"
@@ -147,7 +147,7 @@ def _spread_problems(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def kevin_verdict(result: dict[str, Any]) -> str:
     """An EvalResult (as a dict) in the benchmark's words."""
-    from kevin.result import EvalResult
+    from kevin.evaluator.result import EvalResult
 
     if result.get("blame") == "infrastructure":
         return "error"
@@ -225,7 +225,7 @@ def plain_child(problem_path: str, candidate_path: str, lock_path: str, budget_m
     result: dict[str, Any] = {"compiled": False, "correct": False, "error": ""}
     import torch
 
-    from kevin.devlock import DeviceLock
+    from kevin.evaluator.devlock import DeviceLock
 
     problem = _exec_module(Path(problem_path).read_text(), "plain_problem", problem_path)
     try:
@@ -395,7 +395,7 @@ class PlainRunner(threading.Thread):
 
 def run_kevin(rows, kb, config, jobs, deadline, submit_reserve_s, grace_s) -> tuple[list[dict], float]:
     """Every candidate through EvaluationService; returns (rows, wall seconds to the last result)."""
-    from kevin.service import EvaluationService
+    from kevin.evaluator.service import EvaluationService
     from kevin.tasks import Task
 
     service = EvaluationService(config, max_in_flight=jobs)
@@ -565,8 +565,8 @@ def environment() -> dict[str, Any]:
 def run_pass(
     name: str, manifest: list[dict], args: argparse.Namespace, kb: Path, started: float
 ) -> dict[str, Any]:
-    from kevin.evaluate import EvalConfig, device_lock_file
-    from kevin.timing import TimingConfig
+    from kevin.evaluator.evaluate import EvalConfig, device_lock_file
+    from kevin.evaluator.timing import TimingConfig
 
     cache = Path(args.cache_dir)
     prepare_cache(cache, cold=name != "cached")  # the plain pass uses no kevin cache: start empty
@@ -632,7 +632,7 @@ def run_pass(
 
 def dry_run(manifest: list[dict], kb: Path) -> int:
     """CPU-only: the manifest, the problem files, the static gate; nothing is built or run."""
-    from kevin import checks
+    from kevin import gate as checks
 
     problems = problems_needed(manifest)
     missing = [p for p in problems if not (kb / p).is_file()]

@@ -183,7 +183,7 @@ def child(problem_path: str, candidate_path: str, device: str, build_cache: str 
     import torch
 
     if build_cache:
-        from kevin import build
+        from kevin.evaluator import build
 
         build.install(Path(build_cache), build.BuildLog())
     context: dict[str, Any] = {"__name__": "naive_context"}

@@ -11,7 +11,7 @@ from typing import Any
 
 CANDIDATES = Path(__file__).resolve().parent / "candidates" / "throughput"
 GPU_STAGES = ("inputs", "correctness", "timing", "reference", "baseline")
-"""kevin worker stages run while it holds the device (kevin.devlock): shared or exclusively."""
+"""kevin worker stages run while it holds the device (kevin.evaluator.devlock): shared or exclusively."""
 EXCLUSIVE_STAGES = ("timing", "baseline")
 """The stages that hold it exclusively (nothing else runs on the GPU meanwhile)."""
 

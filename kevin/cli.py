@@ -1,4 +1,4 @@
-"""The `kevin` command: one entry point, one subcommand per job.
+"""The `kevin` command: one entry point, one subcommand per job (the top layer: it may import any).
 
 Each concept module that offers commands defines `register_commands(subparsers)`, which adds its
 parsers and sets `run=handler` on them; `handler(args) -> int`. Exit codes (DESIGN.md §2): 0 done
@@ -17,11 +17,11 @@ from kevin.errors import UsageError
 
 # Modules that contribute subcommands, in the order `kevin --help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
-    "kevin.tasks",
-    "kevin.checks",
-    "kevin.evaluate",
-    "kevin.batch",
-    "kevin.metrics",
+    "kevin.tasks.commands",
+    "kevin.gate.check",
+    "kevin.evaluator.commands",
+    "kevin.evaluator.batch",
+    "kevin.rl.metrics",
 )
 
 

@@ -71,7 +71,7 @@ def test_version_via_module_entry_point():
 
 def test_eval_config_rejects_bad_values():
     from kevin.errors import UsageError
-    from kevin.evaluate import EvalConfig
+    from kevin.evaluator.evaluate import EvalConfig
 
     with pytest.raises(UsageError, match="backend"):
         EvalConfig(backend="opencl")
@@ -90,7 +90,7 @@ def test_device_slots_flag_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_result_json_round_trip():
-    from kevin.result import EvalResult
+    from kevin.evaluator.result import EvalResult
 
     result = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.5, flags=["clock_escape"])
     again = EvalResult.from_dict(json.loads(result.to_json()))

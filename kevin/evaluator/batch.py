@@ -8,7 +8,7 @@ Output: one JSON line per finished pair, `{"id": ..., "problem": ..., "candidate
 appended and flushed as each finishes, so a crash loses nothing written; a rerun with the same
 `--out` skips the ids already there. A table of verdicts and speedups is printed at the end.
 
-Pairs are evaluated `--jobs` at a time through kevin.service; each evaluation holds the device's
+Pairs are evaluated `--jobs` at a time through kevin.evaluator.service; each evaluation holds the device's
 lock only while it runs and times (builds overlap freely), so timings never overlap on one device.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from kevin.errors import UsageError
 
-BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+BUNDLED_DIR = Path(__file__).resolve().parents[1] / "tasks" / "bundled"
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def run_batch(
 ) -> list[dict[str, Any]]:
     """Evaluate every pair not already in `out` through the evaluation service; rows are appended
     and flushed as each finishes. Returns all rows for the pairs given."""
-    from kevin.service import EvaluationService
+    from kevin.evaluator.service import EvaluationService
     from kevin.tasks import Task
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -163,13 +163,13 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _blocking(row: dict[str, Any]) -> bool:
-    from kevin.result import EvalResult
+    from kevin.evaluator.result import EvalResult
 
     return bool(EvalResult.from_dict(row).blocking_flags)
 
 
 def _run(args: Any) -> int:
-    from kevin.evaluate import config_from_args
+    from kevin.evaluator.commands import config_from_args
 
     config = config_from_args(args)
     if args.jobs < 1:
@@ -191,7 +191,7 @@ def _run(args: Any) -> int:
 
 
 def register_commands(subparsers: Any) -> None:
-    from kevin.evaluate import add_eval_options
+    from kevin.evaluator.commands import add_eval_options
 
     parser = subparsers.add_parser(
         "eval-batch",

@@ -23,8 +23,6 @@ cache lives under the user's cache directory; tests use a temporary one).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import inspect
 import json
@@ -35,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kevin.evaluator import fastbuild
 
 # Arguments that do not change what is built.
 _IGNORED_ARGS = {"verbose", "build_directory", "keep_intermediates"}
@@ -48,11 +48,11 @@ class BuildRecord:
     cache_hit: bool = False
     error: str = ""
     fast: bool = False
-    """Built (or cached) by kevin.fastbuild rather than the real load_inline."""
+    """Built (or cached) by kevin.evaluator.fastbuild rather than the real load_inline."""
     fallback: str = ""
     """Why the fast path was not used, when it was not."""
     module: Any = field(default=None, repr=False, compare=False)
-    """The loaded extension (not serialized): kevin.probes instruments it while tracing."""
+    """The loaded extension (not serialized): kevin.evaluator.probes instruments it while tracing."""
 
 
 @dataclass
@@ -131,21 +131,8 @@ def build_key(bound: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _fast_or_none(arguments: dict[str, Any], directory: Path, cache_root: Path, record: BuildRecord) -> Any:
     """The fast build's module, or None (with the reason recorded) when the real build must run."""
-    from kevin import fastbuild
-
     try:
         module = fastbuild.build(fastbuild.plan(arguments), directory, cache_root)
     except fastbuild.FastBuildFailed as exc:
@@ -165,7 +152,7 @@ def _fast_or_none(arguments: dict[str, Any], directory: Path, cache_root: Path, 
 def install(cache_root: Path, log: BuildLog, fast: bool = True) -> None:
     """Replace `load_inline` for everything imported after this call (and modules already holding it).
 
-    With `fast`, a cache miss first tries kevin.fastbuild (light headers, shared binding) and
+    With `fast`, a cache miss first tries kevin.evaluator.fastbuild (light headers, shared binding) and
     falls back to the real build when that does not produce a module."""
     import torch.utils.cpp_extension as cpp_extension
 
@@ -187,7 +174,7 @@ def install(cache_root: Path, log: BuildLog, fast: bool = True) -> None:
         started = time.perf_counter()
         log.active = True
         try:
-            with _locked(cache_root / ".locks" / f"{key}.lock"):
+            with fastbuild.locked(cache_root / ".locks" / f"{key}.lock"):
                 complete = directory / ".kevin-complete"
                 record.cache_hit = complete.exists()
                 if not record.cache_hit:
@@ -200,8 +187,6 @@ def install(cache_root: Path, log: BuildLog, fast: bool = True) -> None:
                 fast_directory = directory / "fast"
                 module = None
                 if record.cache_hit and (fast_directory / "kevin-fast.json").exists():
-                    from kevin import fastbuild
-
                     module = fastbuild.load(fast_directory, cache_root)
                     record.fast = True
                 elif not record.cache_hit and fast:

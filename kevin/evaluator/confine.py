@@ -1,12 +1,12 @@
 """What the worker does to itself before any candidate code exists, and what it checks afterwards.
 
-`kevin.worker` runs candidate code in its own process, so anything the worker can do, the
+`kevin.evaluator.worker` runs candidate code in its own process, so anything the worker can do, the
 candidate can do too. This module narrows that before the candidate is imported:
 
   channel      the parent's pipe is moved to a random high, close-on-exec descriptor (compilers and
                children never inherit it; `sys.argv` no longer names it), and every message carries
                the job's channel token, which reached the worker in the job file (read and deleted
-               before the candidate is imported). The parent (kevin.sandbox) drops and counts any
+               before the candidate is imported). The parent (kevin.evaluator.sandbox) drops and counts any
                line without the token: a candidate that writes its own verdict to the pipe is caught
                as tampering instead of being believed.
   writes       Landlock (Linux 5.13+, unprivileged): from here on this process and its children may

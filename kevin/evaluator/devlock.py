@@ -3,7 +3,7 @@
 Timing must not overlap any other work on the device (it would read another worker's kernels as
 its own time); drawing inputs, correctness trials and the reference run need the device but not an
 idle one. So a worker holds the device in three ways, each an advisory `flock` on a file next to
-`path` (the parent creates them all: workers cannot create files, kevin.confine):
+`path` (the parent creates them all: workers cannot create files, kevin.evaluator.confine):
 
     admit(weight)   `weight` of the device's `slots` (files path.slot0 ...), held for the rest of
                     the worker's life: at most `slots` workers keep inputs and outputs in device
@@ -136,7 +136,7 @@ def input_bytes_on_meta(problem: object) -> int | None:
     None when get_inputs does not run there."""
     import torch
 
-    from kevin.validate_child import tensor_bytes
+    from kevin.tasks.probe import tensor_bytes
 
     try:
         with torch.device("meta"):

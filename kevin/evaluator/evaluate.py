@@ -2,7 +2,7 @@
 
 The flow (each step's failure is a typed result, never an exception):
 
-    static gate (kevin.checks, optional) -> sandboxed worker (kevin.worker under kevin.sandbox):
+    static gate (kevin.gate, optional) -> sandboxed worker (kevin.evaluator.worker under kevin.evaluator.sandbox):
     build -> correctness trials -> timing -> reference -> baseline -> EvalResult + feedback
 
 Who is blamed: the candidate for anything its code does (build errors, crashes, hangs, wrong
@@ -14,7 +14,7 @@ Baselines (eager, and torch.compile when asked) are cached on disk, keyed by the
 hash, the precision, the torch version, the host, the device index and the CPU thread count; a
 cached entry records the GPU name and is used only on a GPU of that name. Only the parent writes
 the cache, and only from an evaluation that passed (a flagged candidate may have polluted the
-process its baseline was timed in); workers cannot write it (kevin.confine).
+process its baseline was timed in); workers cannot write it (kevin.evaluator.confine).
 
 A worker's channel messages carry a token only kevin's worker code holds; any other line on the
 channel (a candidate writing its own verdict) makes the result `tampering`, whatever it said.
@@ -28,17 +28,16 @@ import json
 import os
 import platform
 import secrets
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kevin import devlock, feedback
 from kevin.errors import UsageError
-from kevin.result import EvalResult
-from kevin.sandbox import Limits, WorkerOutcome, run_worker
+from kevin.evaluator import devlock, feedback
+from kevin.evaluator.result import EvalResult
+from kevin.evaluator.sandbox import Limits, WorkerOutcome, run_worker
+from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
-from kevin.timing import TimingConfig
 
 BACKENDS = ("cuda", "cpp")
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -61,7 +60,7 @@ class EvalConfig:
     trials: int = 5
     """Correctness trials, each on fresh inputs drawn from the secret seed."""
     distribution_trials: int = 2
-    """Extra trials on inputs moved to other distributions (kevin.worker.Harness.draw_trials)."""
+    """Extra trials on inputs moved to other distributions (kevin.evaluator.worker.Harness.draw_trials)."""
     atol: float | None = None
     """Absolute tolerance; None takes the precision's default (fp32 1e-4, fp16/bf16 1e-2)."""
     rtol: float | None = None
@@ -80,14 +79,14 @@ class EvalConfig:
     lock_dir: str = "/tmp"
     """Where the per-device lock files live: workers on one device time one at a time."""
     device_slots: int = 4
-    """Workers that may hold one device at once (kevin.devlock): their inputs, correctness trials
+    """Workers that may hold one device at once (kevin.evaluator.devlock): their inputs, correctness trials
     and reference runs overlap, their timing never overlaps anything. A job too big for its share
     of device memory takes every slot. 1 = one worker on the device from inputs to exit."""
     limits: Limits = field(default_factory=Limits)
     static_check: bool = True
-    """Run the static gate (kevin.checks) before building."""
+    """Run the static gate (kevin.gate) before building."""
     fast_build: bool = True
-    """Try kevin.fastbuild (light headers, shared binding) before the real load_inline."""
+    """Try kevin.evaluator.fastbuild (light headers, shared binding) before the real load_inline."""
     workdir_root: str | None = None
     keep_workdir: bool = False
 
@@ -197,7 +196,7 @@ OUT_OF_MEMORY = ("CUDA out of memory", "OutOfMemoryError", "cudaErrorMemoryAlloc
 
 
 def _out_of_memory_beside_others(result: EvalResult, config: EvalConfig) -> bool:
-    """A CUDA out-of-memory failure in a run that shared the device (kevin.devlock): the estimate
+    """A CUDA out-of-memory failure in a run that shared the device (kevin.evaluator.devlock): the estimate
     of what the job needs can be short (outputs larger than inputs, big intermediates), so the
     failure may be the other workers', not the candidate's. Such a run is repeated alone."""
     admission = result.checks.get("device_admission") or {}
@@ -241,7 +240,7 @@ def device_lock(config: EvalConfig) -> devlock.DeviceLock:
 
 
 def _ensure_lock_file(path: Path) -> Path:
-    """The worker may write to its lock file but cannot create files there (kevin.confine)."""
+    """The worker may write to its lock file but cannot create files there (kevin.evaluator.confine)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(exist_ok=True)
     return path
@@ -363,7 +362,7 @@ def _escapes_clock(timing: dict[str, Any], baseline: dict[str, Any]) -> bool:
     (`control_gap_ms`), and the baseline's gap (timed in another process, maybe at another time).
     Flagged when it is larger by more than max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE x the
     candidate's median time). Work on other streams of the same device is caught apart from this,
-    whatever its size, by the profiler trace (`side_stream`, kevin.probes)."""
+    whatever its size, by the profiler trace (`side_stream`, kevin.evaluator.probes)."""
     if timing.get("clock") != "cuda_event" or "wall_minus_event_ms" not in timing:
         return False
     reference = max(float(baseline.get("wall_minus_event_ms", 0.0)), float(timing.get("control_gap_ms", 0.0)))
@@ -373,7 +372,7 @@ def _escapes_clock(timing: dict[str, Any], baseline: dict[str, Any]) -> bool:
 
 def _static_gate(source: str, backend: str) -> str | None:
     """The static gate's verdict: None when accepted, else the rejection text (rule and line)."""
-    from kevin import checks
+    from kevin import gate as checks
 
     check_source = getattr(checks, "check_source", None)
     if check_source is None:  # the gate is optional: absent, candidates go straight to the build
@@ -423,114 +422,3 @@ def _write_baseline(path: Path, stats: dict[str, Any], device_name: str) -> None
 
 
 # -- CLI -------------------------------------------------------------------------------------------
-
-
-def add_eval_options(parser: Any) -> None:
-    """Options shared by `kevin eval` and `kevin eval-batch`."""
-    parser.add_argument(
-        "--backend",
-        choices=("auto",) + BACKENDS,
-        default="auto",
-        help="cuda on a GPU machine, cpp on a CPU one (default: auto)",
-    )
-    parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    parser.add_argument("--trials", type=int, default=5, help="correctness trials (default 5)")
-    parser.add_argument("--atol", type=float, default=None)
-    parser.add_argument("--rtol", type=float, default=None)
-    parser.add_argument("--seed", type=int, default=None, help="fix the secret seed (default: fresh)")
-    parser.add_argument("--timing-budget-ms", type=float, default=2000.0)
-    parser.add_argument("--compile-baseline", action="store_true", help="also time torch.compile")
-    parser.add_argument("--no-baseline-cache", action="store_true")
-    parser.add_argument("--no-static-check", action="store_true")
-    parser.add_argument(
-        "--no-fast-build", action="store_true", help="build every candidate with the real load_inline"
-    )
-    parser.add_argument(
-        "--cache-dir", default=None, help="build and baseline caches (default ~/.cache/kevin)"
-    )
-    parser.add_argument(
-        "--device-slots",
-        type=int,
-        default=4,
-        help="evaluations that may hold one device at once; timing is always alone (default 4)",
-    )
-
-
-def config_from_args(args: Any) -> EvalConfig:
-    backend = args.backend
-    if backend == "auto":
-        import torch
-
-        backend = "cuda" if torch.cuda.is_available() else "cpp"
-    return EvalConfig(
-        backend=backend,
-        precision=args.precision,
-        trials=args.trials,
-        atol=args.atol,
-        rtol=args.rtol,
-        seed=args.seed,
-        timing=TimingConfig(budget_ms=args.timing_budget_ms),
-        compile_baseline=args.compile_baseline,
-        baseline_cache=not args.no_baseline_cache,
-        static_check=not args.no_static_check,
-        fast_build=not args.no_fast_build,
-        cache_dir=args.cache_dir,
-        device_slots=args.device_slots,
-    )
-
-
-def read_source(path: str, what: str) -> str:
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"{what} file not found: {path} (give the path to a .py file)")
-    try:
-        return file.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc}") from None
-
-
-def summary_line(result: EvalResult) -> str:
-    verdict = "PASS" if result.passed else ("FAIL" if result.stage != "ok" else "FLAGGED")
-    parts = [f"{verdict} stage={result.stage}"]
-    if result.speedup is not None:
-        parts.append(
-            f"speedup={result.speedup:.3f}x runtime={result.runtime_ms:.4g}ms "
-            f"baseline={result.baseline_ms:.4g}ms"
-        )
-    if result.flags:
-        parts.append("flags=" + ",".join(result.flags))
-    if result.blame not in ("none", "candidate"):
-        parts.append(f"blame={result.blame}")
-    return " ".join(parts)
-
-
-def _run_eval(args: Any) -> int:
-    problem_source = read_source(args.problem, "problem")
-    candidate_source = read_source(args.candidate, "candidate")
-    config = config_from_args(args)
-    name = Path(args.problem).stem
-    task = Task.from_source(problem_source, id=name, name=name, origin=str(args.problem))
-    result = evaluate(task, candidate_source, config)
-    if args.json:
-        print(result.to_json())
-    else:
-        print(summary_line(result))
-        if result.stage != "ok":
-            print(feedback.render(result))
-    sys.stdout.flush()
-    return 0
-
-
-def register_commands(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "eval",
-        help="evaluate one candidate kernel against one problem",
-        description="Build, check and time CANDIDATE (a ModelNew module) against PROBLEM (a Model module).",
-    )
-    parser.add_argument(
-        "problem", help="problem file (KernelBench format: Model, get_inputs, get_init_inputs)"
-    )
-    parser.add_argument("candidate", help="candidate file defining ModelNew")
-    add_eval_options(parser)
-    parser.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
-    parser.set_defaults(run=_run_eval)

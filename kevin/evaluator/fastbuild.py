@@ -5,10 +5,10 @@ ends and the host compiler each parse `torch/types.h` for the `.cu` file, and g+
 `torch/extension.h` plus pybind11 for the generated binding. A one-kernel candidate uses a sliver
 of that API. So kevin first tries a fast build of the very same sources:
 
-* the include path starts with `kevin/native/lite`, whose `torch/extension.h`, `torch/types.h`,
+* the include path starts with `kevin/evaluator/native/lite`, whose `torch/extension.h`, `torch/types.h`,
   `ATen/cuda/CUDAContext.h`, `c10/cuda/*.h`, ... declare that sliver (at::Tensor with the real
   layout, factories, TORCH_CHECK, AT_DISPATCH_*, streams, guards) and forward each operation to a
-  shim built once per toolchain with the real headers (`kevin/native/shim.cpp`); torch's own
+  shim built once per toolchain with the real headers (`kevin/evaluator/native/shim.cpp`); torch's own
   include directories are removed, so the two never mix;
 * instead of a pybind11 module per candidate, `main.cpp` ends with one small C thunk per bound
   function (from the declarations in `cpp_sources`), and the shim's `call` converts arguments and
@@ -18,7 +18,7 @@ of that API. So kevin first tries a fast build of the very same sources:
   call (its own ninja-file writer), less torch's include and library directories; ninja builds
   both objects in parallel.
 
-Anything the light headers do not cover fails to compile, and the caller (kevin.build) then runs
+Anything the light headers do not cover fails to compile, and the caller (kevin.evaluator.build) then runs
 the real `load_inline`, so a candidate that builds under plain `load_inline` still builds, and
 compile errors shown to the model always come from the real build. What a fast-built extension
 computes is the candidate's own code plus torch's, through the shim.
@@ -33,7 +33,9 @@ argument types raises a TypeError worded differently from pybind11's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import functools
 import hashlib
 import importlib.util
@@ -327,7 +329,7 @@ def shim_root(cache_root: Path) -> Path:
 
 def ensure_shim(cache_root: Path) -> Shim:
     """The shim for this toolchain: built once (under a lock) with the real headers, then imported.
-    kevin.worker calls this before confining itself; a confined process can only import it."""
+    kevin.evaluator.worker calls this before confining itself; a confined process can only import it."""
     key = shim_key()
     if key in _SHIMS:
         return _SHIMS[key]
@@ -336,15 +338,26 @@ def ensure_shim(cache_root: Path) -> Shim:
     directory = root / key
     library = directory / f"{name}.so"
     if not (directory / ".kevin-complete").exists():
-        from kevin.build import _locked
-
-        with _locked(root / ".locks" / f"{key}.lock"):
+        with locked(root / ".locks" / f"{key}.lock"):
             if not (directory / ".kevin-complete").exists():
                 _build_shim(name, directory)
     module = sys.modules.get(name) or _import_file(name, library)
     shim = Shim(path=library, module=module)
     _SHIMS[key] = shim
     return shim
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Hold an exclusive flock on `path` (made if missing) for the block: one builder per key."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
 
 
 # -- building ------------------------------------------------------------------------------------

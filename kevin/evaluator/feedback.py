@@ -1,6 +1,6 @@
 """Feedback: the text the model reads about its previous kernel, one of five kinds.
 
-    format error   | no single code block could be read (written by kevin.candidate's parser)
+    format error   | no single code block could be read (written by kevin.rl.candidate's parser)
     compile error  | the compiler's errors, trimmed to what matters (commands, warnings and
                    | include chains dropped, build paths shortened)
     runtime error  | the exception and the last frames that point at the candidate
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from kevin.result import EvalResult, truncate_middle
+from kevin.evaluator.result import EvalResult, truncate_middle
 
 FEEDBACK_CHARS = 2000
 

@@ -1,6 +1,6 @@
 """Dynamic checks: what the candidate actually did, measured while it ran (issue #4, DESIGN.md §4).
 
-Each check returns a named flag (see `kevin.result.BLOCKING_FLAGS`) plus numbers for the record.
+Each check returns a named flag (see `kevin.evaluator.result.BLOCKING_FLAGS`) plus numbers for the record.
 
 trace (`library_kernels`, `no_custom_kernel`)
     One forward under torch.profiler. Every ATen operator is recorded by the dispatcher whoever

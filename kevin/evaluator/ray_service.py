@@ -1,10 +1,10 @@
-"""The evaluation service on a Ray cluster: the same interface as kevin.service, across nodes.
+"""The evaluation service on a Ray cluster: the same interface as kevin.evaluator.service, across nodes.
 
     RayEvaluationService(config).submit(task, source) -> Future[EvalResult]
 
 One actor per GPU (`num_gpus=1`; Ray sets CUDA_VISIBLE_DEVICES, so each actor sees its GPU as
 cuda:0), or `actors` CPU actors for the cpp back end. Each actor evaluates up to
-`actor_concurrency` candidates at once through the ordinary sandboxed path (kevin.evaluate: a
+`actor_concurrency` candidates at once through the ordinary sandboxed path (kevin.evaluator.evaluate: a
 worker process per candidate), so builds overlap on the node's cores while the per-GPU lock keeps
 runs and timings apart. A crash takes down one candidate's worker, never the actor. Submissions
 go round-robin over the actors; results come back as plain dicts and are rebuilt as EvalResult.
@@ -23,8 +23,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from kevin.evaluate import EvalConfig
-from kevin.result import EvalResult
+from kevin.evaluator.evaluate import EvalConfig
+from kevin.evaluator.result import EvalResult
 from kevin.tasks import Task
 
 
@@ -36,7 +36,7 @@ class _EvalActor:
         self.config = dataclasses.replace(config, device_index=0)
 
     def evaluate(self, task: dict[str, Any], source: str) -> dict[str, Any]:
-        from kevin.evaluate import evaluate
+        from kevin.evaluator.evaluate import evaluate
 
         return evaluate(Task.from_dict(task), source, self.config).to_dict()
 

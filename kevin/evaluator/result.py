@@ -58,7 +58,7 @@ class EvalResult:
     baseline_compile_ms: float | None = None
     error: str = ""
     feedback: str = ""
-    """The text the model sees next turn (built by kevin.feedback)."""
+    """The text the model sees next turn (built by kevin.evaluator.feedback)."""
     flags: list[str] = field(default_factory=list)
     blame: str = "none"
     backend: str = ""
@@ -70,7 +70,7 @@ class EvalResult:
     correctness: dict[str, Any] = field(default_factory=dict)
     """trials, trials_passed, max_abs_error, mean_abs_error, max_rel_error, atol, rtol, detail."""
     checks: dict[str, Any] = field(default_factory=dict)
-    """Numbers behind the dynamic checks (kevin.probes): library share, precision errors, bounds."""
+    """Numbers behind the dynamic checks (kevin.evaluator.probes): library share, precision errors, bounds."""
     device: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """Isolated worker processes: start one, watch it, end it and everything it started.
 
-`run_worker(job, limits)` starts `python -m kevin.worker` in a process session of its own (spawned
+`run_worker(job, limits)` starts `python -m kevin.evaluator.worker` in a process session of its own (spawned
 fresh, never forked from a process that touched CUDA), with
 
   * its own temporary directory as cwd, HOME and TMPDIR, removed afterwards;
@@ -8,13 +8,13 @@ fresh, never forked from a process that touched CUDA), with
   * stdin closed; stdout and stderr captured to a file whose size the worker caps (RLIMIT_FSIZE),
     read back head and tail around a visible truncation marker;
   * a private channel: a pipe inherited as one file descriptor, carrying JSON lines (`stage` events,
-    then one `result`), each carrying the job's channel token (kevin.confine); a line without it is
+    then one `result`), each carrying the job's channel token (kevin.evaluator.confine); a line without it is
     dropped and counted (`forged_messages`), so a candidate that writes its own verdict to the pipe
     is caught, not believed; the candidate's printed output never reaches it;
   * a wall-clock deadline per stage (build, correctness, timing, ...), and a host-memory limit on
     the resident set of the whole process session, polled while it runs.
 
-The worker confines itself before the candidate is imported (kevin.confine: Landlock on writes, a
+The worker confines itself before the candidate is imported (kevin.evaluator.confine: Landlock on writes, a
 child subreaper). Once its result is in, or it is killed for a deadline or memory, every process
 below the worker in the process tree is stopped and killed (the worker is a subreaper, so daemons
 that double-forked into sessions of their own are still below it), then the whole process group,
@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kevin.confine import authentic, kill_descendants
-from kevin.result import truncate_middle
+from kevin.evaluator.confine import authentic, kill_descendants
+from kevin.evaluator.result import truncate_middle
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[1])
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
 # Environment variables a worker may inherit: toolchains, GPU selection and the NVLink-multicast
 # switches the GPU machines require. Everything else (tokens, keys, proxies) stays behind.
@@ -175,7 +175,7 @@ def run_worker(
     try:
         with open(log_path, "wb") as log_file:
             process = subprocess.Popen(
-                [sys.executable, "-m", "kevin.worker", str(job_path), str(write_fd)],
+                [sys.executable, "-m", "kevin.evaluator.worker", str(job_path), str(write_fd)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -283,7 +283,7 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
     """(process group, session) of a live process; None for a zombie or a process gone."""
-    from kevin.confine import stat_fields
+    from kevin.evaluator.confine import stat_fields
 
     fields = stat_fields(pid)
     if fields is None or fields[0] in (b"Z", b"X"):

@@ -4,13 +4,13 @@
     as_completed(futures)                            results in finishing order
     map(pairs)                                       results in submission order
 
-Each evaluation is still one sandboxed worker process per candidate (kevin.sandbox), so a crash
+Each evaluation is still one sandboxed worker process per candidate (kevin.evaluator.sandbox), so a crash
 takes down only that candidate's worker. Concurrency is `max_in_flight` workers at once, spread
-over the node's devices round-robin (`device_indices`); each device's lock (kevin.worker) lets
+over the node's devices round-robin (`device_indices`); each device's lock (kevin.evaluator.worker) lets
 builds overlap freely on the CPU cores while runs and timings on one GPU never overlap. A full
 queue blocks `submit` (backpressure) instead of growing without bound.
 
-It implements the `Evaluator` protocol of kevin.env (`submit(task, source) -> Future`), so the
+It implements the `Evaluator` protocol of kevin.rl.env (`submit(task, source) -> Future`), so the
 multi-turn environment and the trainer can use it as is. A Ray-backed service for many nodes is
 the next step (issue #5); it will keep this interface.
 
@@ -28,8 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import as_completed as _as_completed
 from typing import Any
 
-from kevin.evaluate import EvalConfig, evaluate
-from kevin.result import EvalResult
+from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator.result import EvalResult
 from kevin.tasks import Task
 
 

@@ -20,7 +20,7 @@ candidate and the baseline.
 
 The host clock is bound when this module is imported, which the worker does before the candidate
 exists: a candidate that replaces `time.perf_counter_ns` at import does not reach the timer (and the
-worker's tamper check, kevin.probes, flags the replacement). Not covered here: C-level patches of
+worker's tamper check, kevin.evaluator.probes, flags the replacement). Not covered here: C-level patches of
 the clock or of torch's event functions from inside the worker, and GPU clocks changing between the candidate and baseline runs (they run back to back
 on the same device, under the same lock).
 """

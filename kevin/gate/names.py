@@ -14,7 +14,7 @@ method, arithmetic on a tensor or a kernel made it, or when it is a parameter, a
 weight. A name bound twice keeps the more telling binding (a framework op beats a kernel beats a plain
 value), so a branch cannot launder an op through a name.
 
-What it does not do: judge anything (the rules are kevin.checks_python's), read C++ (kevin.checks_native
+What it does not do: judge anything (the rules are kevin.gate.rules's), read C++ (kevin.gate.native
 does), or follow what it cannot see: objects built by code it does not model, `*args`, computed
 `getattr`, values that travel through containers it did not build. Those come back as None (unknown).
 """
@@ -26,8 +26,8 @@ import builtins
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from kevin.checks import QUERY_CALLS, CheckPolicy, is_compute_name, words
-from kevin.checks_native import LOADERS, Site, SourceReader, const_str
+from kevin.gate.native import LOADERS, Site, SourceReader, const_str
+from kevin.gate.policy import QUERY_CALLS, CheckPolicy, is_compute_name, words
 
 # What the gate knows about torch's API shape (not policy: facts used to type values).
 _NON_TENSOR_METHODS = words(

@@ -18,7 +18,7 @@ Two jobs, neither of which builds or runs anything:
 
 What it does not do: parse C++. Token pasting (`at::mat##mul`), templates and macros can hide an ATen
 call, and a method call is judged by its name alone. It does not decide which Python code calls a built
-extension (kevin.checks_python does) or what a name in the Python source refers to (kevin.checks_names
+extension (kevin.gate.rules does) or what a name in the Python source refers to (kevin.gate.names
 does, and hands `SourceReader` its answer for the names it needs).
 """
 
@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kevin.checks import CheckPolicy, is_compute_name
+from kevin.gate.policy import CheckPolicy, is_compute_name
 
 LOADERS = frozenset({"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"})
 """The calls that build an extension from sources."""

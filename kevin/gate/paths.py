@@ -18,10 +18,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from kevin.checks_names import SCOPES
+from kevin.gate.names import SCOPES
 
 if TYPE_CHECKING:
-    from kevin.checks_python import Gate
+    from kevin.gate.rules import Gate
 
 _TRY_NODES = tuple({ast.Try, getattr(ast, "TryStar", ast.Try)})
 

@@ -1,6 +1,6 @@
 """The static gate's rules over a candidate's Python source: `Gate`, which `check_source` runs.
 
-`Gate` is the name resolver of kevin.checks_names plus the rules listed in kevin.checks, in order:
+`Gate` is the name resolver of kevin.gate.names plus the rules listed in kevin.gate, in order:
 1. whole-file rules, anywhere in the candidate: imports (allow list, forbidden modules, relative and star
    imports), use of the reference `Model`, introspection, dynamic code, concurrency, global state, and
    ways to replace what the harness calls (forward or `__call__` assigned, hooks, metaclasses,
@@ -10,19 +10,18 @@
    as values) and try/except. A callee is scanned with the parameter types its call sites pass, and the
    whole scan repeats (at most 8 passes) while a call site teaches a callee something new;
 3. kernels: one of the back end's kind must be built, its sources must be readable and free of ATen and
-   vendor libraries (kevin.checks_native), and the compute path must launch it, on every way through
-   forward (kevin.checks_paths).
+   vendor libraries (kevin.gate.native), and the compute path must launch it, on every way through
+   forward (kevin.gate.paths).
 
 What it does not do: import or run the candidate, or judge what a kernel computes (the evaluator's
-dynamic checks do); the limits of the type guessing it relies on are listed in kevin.checks.
+dynamic checks do); the limits of the type guessing it relies on are listed in kevin.gate.
 """
 
 from __future__ import annotations
 
 import ast
 
-from kevin.checks import RULES, CheckPolicy, Violation, is_compute_name, words
-from kevin.checks_names import (
+from kevin.gate.names import (
     FUNCTIONS,
     SCOPES,
     TENSOR,
@@ -32,8 +31,9 @@ from kevin.checks_names import (
     Scope,
     positional_names,
 )
-from kevin.checks_native import const_str, native_problems
-from kevin.checks_paths import Paths
+from kevin.gate.native import const_str, native_problems
+from kevin.gate.paths import Paths
+from kevin.gate.policy import RULES, CheckPolicy, Violation, is_compute_name, words
 
 # What the harness calls instead of forward when these are replaced or defined (rule forward-hijack).
 _HIJACK_ATTRIBUTES = words(

@@ -16,7 +16,7 @@ The rules, in order:
    the next prompt asks the model not to use. A block opened and never closed is a format error (the
    output was cut at the token limit).
 4. The block must define `ModelNew` (`class ModelNew` or `ModelNew = ...`); an empty block or one
-   without it is a format error. Deeper checks are the static gate's job (`kevin.checks`).
+   without it is a format error. Deeper checks are the static gate's job (`kevin.gate`).
 5. Text before the block (outside `<think>`) is reasoning too; text after it is the summary. A
    missing summary is allowed (empty string): the model loses its own notes for the next turn, and a
    correct kernel should not score 0 for a missing sentence.
@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kevin.result import EvalResult
+from kevin.evaluator.result import EvalResult
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"

@@ -4,8 +4,8 @@ For a batch of tasks, every trajectory's turn t is generated in one `Policy.gene
 all trajectories); each completion is parsed at once and its candidate submitted to the `Evaluator`
 as soon as it is parsed, so evaluations of a turn overlap; a completion without a usable candidate
 gets a format-error verdict here, without the evaluator. Turn t+1 waits for every verdict of turn t,
-because each trajectory's next prompt carries its feedback (`kevin.prompts`). After the last turn the
-scores, returns and advantages are filled in (`kevin.reward`, settings in `EpisodeConfig`).
+because each trajectory's next prompt carries its feedback (`kevin.rl.prompts`). After the last turn the
+scores, returns and advantages are filled in (`kevin.rl.reward`, settings in `EpisodeConfig`).
 
 Stop rule: by default a trajectory runs all T turns even after a correct kernel (the paper keeps
 refining for speed); with `stop_after_correct=True` a trajectory stops after its first passed turn,
@@ -28,10 +28,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kevin import reward
-from kevin.candidate import ParsedCompletion, format_error_result, parse_completion
-from kevin.prompts import DEFAULT_TEMPLATES, Attempt, Prompt, PromptTemplates, build_prompt, describe_result
-from kevin.result import EvalResult
+from kevin.evaluator.result import EvalResult
+from kevin.rl import reward
+from kevin.rl.candidate import ParsedCompletion, format_error_result, parse_completion
+from kevin.rl.prompts import (
+    DEFAULT_TEMPLATES,
+    Attempt,
+    Prompt,
+    PromptTemplates,
+    build_prompt,
+    describe_result,
+)
 from kevin.tasks import Task
 
 log = logging.getLogger(__name__)

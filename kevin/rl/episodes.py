@@ -19,7 +19,7 @@ One row per turn (STYLE.md §10: reward hacking is spotted by reading). Fields:
     return, advantage the turn's discounted return and advantage; null when not trainable
     trainable         false for turns excluded from training (evaluation failed on our side)
 
-`kevin metrics PATH` reads these files (`kevin.metrics`). Rows are appended, so one file can hold many
+`kevin metrics PATH` reads these files (`kevin.rl.metrics`). Rows are appended, so one file can hold many
 steps; readers key trajectories by (step, task, trajectory).
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kevin.env import Trajectory, Turn
+from kevin.rl.env import Trajectory, Turn
 from kevin.tasks import content_hash
 
 EPISODES_FILE = "episodes.jsonl"

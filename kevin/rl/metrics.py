@@ -23,7 +23,7 @@ the `at_turn` rows describe the samples of turn t alone (share passed, mean scor
 truncated completions, infrastructure failures). Infrastructure failures count as not correct here,
 and their number is shown; they are excluded from training, not from evaluation.
 
-This module reads episode rows (`kevin.episodes`) and never imports torch.
+This module reads episode rows (`kevin.rl.episodes`) and never imports torch.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kevin.errors import UsageError
-from kevin.result import EvalResult
+from kevin.evaluator.result import EvalResult
 
 FAST_THRESHOLDS: tuple[float, ...] = (0.0, 1.0, 1.5, 2.0)
 
@@ -252,7 +252,7 @@ def format_metrics(metrics: Mapping[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kevin.episodes import EPISODES_FILE, read_episodes
+    from kevin.rl.episodes import EPISODES_FILE, read_episodes
 
     path = Path(args.path)
     if not path.exists() or (path.is_dir() and not (path / EPISODES_FILE).is_file()):

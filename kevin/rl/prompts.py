@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kevin.result import EvalResult, truncate_middle
+from kevin.evaluator.result import EvalResult, truncate_middle
 from kevin.tasks import Task
 
 EXAMPLE_PROBLEM = '''import torch

@@ -39,7 +39,7 @@ import math
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
-from kevin.result import EvalResult
+from kevin.evaluator.result import EvalResult
 
 Aggregation = Literal["sum", "max"]
 Baseline = Literal["mean", "leave_one_out"]

@@ -1,6 +1,6 @@
 """The child side of `kevin tasks validate`: one problem, run in its own process.
 
-`python -m kevin.validate_child REQUEST VERDICT` reads the request file the parent wrote (the
+`python -m kevin.tasks.probe REQUEST VERDICT` reads the request file the parent wrote (the
 problem's source and `ValidateSettings`), runs the problem with `probe` and writes the verdict file,
 the only channel back: what the problem prints goes to a log the parent reads only to explain a death.
 `probe` imports the problem, sizes it on the `meta` device before allocating anything (too large:
@@ -14,7 +14,7 @@ forward pass that raises is `run_error` (`skipped` when it ran out of memory). T
 a SIGALRM timer started once torch is imported, so interpreter and torch start-up are not the
 problem's time, and paused while torch loads its decompositions for the `meta` sizing.
 
-What it does not do: start, time out or kill processes, or turn deaths into verdicts (kevin.validate,
+What it does not do: start, time out or kill processes, or turn deaths into verdicts (kevin.tasks.validate,
 the parent, does); protect itself from the problem, which is trusted reference code run in this very
 process; or judge whether an output is right (there is nothing to compare it with).
 """

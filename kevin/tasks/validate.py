@@ -22,7 +22,7 @@ and reports one row per problem:
 
 The verdict comes back through a JSON file the parent names, never parsed from the child's stdout.
 This module is the parent side and the command; what runs in the child (`probe` and the checks on
-outputs, re-exported here) is kevin.validate_child.
+outputs, re-exported here) is kevin.tasks.probe.
 What this does not do: sandbox problems against malice (they are trusted reference code), measure
 speed, or check that a problem's output is right (there is nothing to compare it with).
 """
@@ -43,10 +43,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kevin.errors import UsageError
-from kevin.tasks import Task, add_selection_arguments, tasks_from_args
 
 # What runs in the child, importable from here as before.
-from kevin.validate_child import (
+from kevin.tasks.probe import (
     ATOL,
     GIB,
     RTOL,
@@ -59,6 +58,8 @@ from kevin.validate_child import (
     shorten,
     zero_would_pass,
 )
+from kevin.tasks.records import Task
+from kevin.tasks.selection import add_selection_arguments, tasks_from_args
 
 __all__ = [
     "ATOL",
@@ -162,7 +163,7 @@ def _kill_group(pid: int) -> None:
 
 def _child_env() -> dict[str, str]:
     """The child's environment: ours, with this package importable even when not installed."""
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return env
@@ -181,7 +182,7 @@ def validate_task(task: Task, settings: ValidateSettings) -> ValidationResult:
         )
         request = {"source": task.source, "settings": asdict(settings)}
         request_path.write_text(json.dumps(request), encoding="utf-8")
-        command = [sys.executable, "-m", "kevin.validate_child", str(request_path), str(verdict_path)]
+        command = [sys.executable, "-m", "kevin.tasks.probe", str(request_path), str(verdict_path)]
         start = time.monotonic()
         with open(log_path, "wb") as log:
             process = subprocess.Popen(

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 import adversarial  # noqa: E402
 from naive_harness import naive_eval  # noqa: E402
 
-from kevin.sandbox import Limits  # noqa: E402
-from kevin.timing import TimingConfig  # noqa: E402
+from kevin.evaluator.sandbox import Limits  # noqa: E402
+from kevin.evaluator.timing import TimingConfig  # noqa: E402
 
 CACHE = Path(os.environ.get("KEVIN_ADVERSARIAL_CACHE") or adversarial.default_cache())
 ENTRIES = {e.name: e for e in adversarial.load_corpus("cpp")}

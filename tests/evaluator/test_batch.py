@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from kevin import service as service_module
-from kevin.batch import Pair, bundled_pairs, done_ids, format_table, read_manifest, run_batch
 from kevin.cli import main
-from kevin.evaluate import EvalConfig
-from kevin.result import EvalResult
+from kevin.evaluator import service as service_module
+from kevin.evaluator.batch import Pair, bundled_pairs, done_ids, format_table, read_manifest, run_batch
+from kevin.evaluator.evaluate import EvalConfig
+from kevin.evaluator.result import EvalResult
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The bundled tasks (`kevin/bundled/tasks`) and their honest candidates (`cpp/`, `cuda/`).
+"""The bundled tasks (`kevin/tasks/bundled/tasks`) and their honest candidates (`cpp/`, `cuda/`).
 
 Every task must follow the KernelBench convention and the size-knob convention the loader relies on
 (a line exactly `SIZE = "small"`, a `SIZES` dict with "small" and "large"); its reference must be
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BUNDLED = Path(__file__).resolve().parents[1] / "kevin" / "bundled"
+BUNDLED = Path(__file__).resolve().parents[2] / "kevin" / "tasks" / "bundled"
 TASK_FILES = sorted((BUNDLED / "tasks").glob("[0-9][0-9]_*.py"))
 TASK_NAMES = [path.stem for path in TASK_FILES]
 SIZE_LINE = re.compile(r'^SIZE = "small"$', re.MULTILINE)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevin import confine, inputs, probes
-from kevin.sandbox import Limits, _supervise
+from kevin.evaluator import confine, inputs, probes
+from kevin.evaluator.sandbox import Limits, _supervise
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _python(code: str, **kwargs) -> subprocess.CompletedProcess:
@@ -39,7 +39,7 @@ def test_the_parent_drops_and_counts_lines_without_the_token():
     forged = {"event": "result", "result": {"stage": "ok", "correct": True}}
     code = f"""
         import json, os
-        from kevin.confine import Channel
+        from kevin.evaluator.confine import Channel
         os.write({write_fd}, (json.dumps({forged!r}) + "\\n").encode())   # what a candidate can do
         channel = Channel({write_fd}, "secret-token")
         channel.send({{"event": "stage", "stage": "compile"}})
@@ -83,7 +83,7 @@ def test_landlock_confines_writes_to_the_allowed_directories(tmp_path):
     (outside / "baseline.json").write_text("{}")
     done = _python(f"""
         from pathlib import Path
-        from kevin import confine
+        from kevin.evaluator import confine
         abi = confine.confine_writes([{str(allowed)!r}], [])
         print(abi)
         if abi:
@@ -114,7 +114,7 @@ def test_a_cuda_job_may_name_its_threads_a_cpu_job_may_not(tmp_path):
         done = _python(
             f"""
             import threading
-            from kevin import confine
+            from kevin.evaluator import confine
             print(confine.confine_worker({job!r})["landlock_abi"])
             try:
                 with open(f"/proc/self/task/{{threading.get_native_id()}}/comm", "w") as handle:
@@ -135,7 +135,7 @@ def test_a_cuda_job_may_name_its_threads_a_cpu_job_may_not(tmp_path):
 def test_a_subreaper_finds_and_kills_a_double_forked_daemon_with_no_environment():
     done = _python("""
         import os, time
-        from kevin import confine
+        from kevin.evaluator import confine
         assert confine.become_subreaper()
         child = os.fork()
         if child == 0:
@@ -185,9 +185,9 @@ def test_the_snapshot_sees_modes_clocks_and_kevins_own_functions():
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    import kevin.compare
+    import kevin.evaluator.compare
 
-    own = ["kevin.compare"]
+    own = ["kevin.evaluator.compare"]
     before = probes.namespace_snapshot(torch, own)
     assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == []
     with TorchFunctionMode():
@@ -198,14 +198,14 @@ def test_the_snapshot_sees_modes_clocks_and_kevins_own_functions():
         assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == [
             "torch modes.dispatch_mode_stack_depth"
         ]
-    real_compare, real_clock = kevin.compare.compare, time.perf_counter_ns
+    real_compare, real_clock = kevin.evaluator.compare.compare, time.perf_counter_ns
     try:
-        kevin.compare.compare = lambda *a: {"ok": True}
+        kevin.evaluator.compare.compare = lambda *a: {"ok": True}
         time.perf_counter_ns = lambda: 0
         changed = probes.namespace_changes(before, probes.namespace_snapshot(torch, own))
     finally:
-        kevin.compare.compare, time.perf_counter_ns = real_compare, real_clock
-    assert sorted(changed) == ["kevin.compare.compare", "time.perf_counter_ns"]
+        kevin.evaluator.compare.compare, time.perf_counter_ns = real_compare, real_clock
+    assert sorted(changed) == ["kevin.evaluator.compare.compare", "time.perf_counter_ns"]
 
 
 def test_a_wrapper_made_by_torch_itself_is_not_tampering_but_one_made_elsewhere_is():
@@ -230,7 +230,7 @@ def _workers_of(parent: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"kevin.worker" in cmdline:
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"kevin.evaluator.worker" in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -252,7 +252,7 @@ def test_a_worker_dies_with_its_supervisor(tmp_path):
     (tmp_path / "candidate.py").write_text(hang)
     code = f"""
         from pathlib import Path
-        from kevin.evaluate import EvalConfig, evaluate
+        from kevin.evaluator.evaluate import EvalConfig, evaluate
         from kevin.tasks import Task
         task = Task.from_source(Path({str(tmp_path / "problem.py")!r}).read_text(), id="p", name="p")
         config = EvalConfig(backend="cpp", cache_dir={str(tmp_path / "cache")!r}, lock_dir={str(tmp_path)!r},

@@ -1,4 +1,4 @@
-"""kevin.devlock across real processes: timing alone, shared work together, slots, writer order."""
+"""kevin.evaluator.devlock across real processes: timing alone, shared work together, slots, writer order."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kevin import devlock
+from kevin.evaluator import devlock
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # One process: admit, then run the sections named in argv, logging (name, start, end) per section.
 CHILD = r"""
 import json, sys, time
-from kevin.devlock import DeviceLock
+from kevin.evaluator.devlock import DeviceLock
 path, slots, weight, log, plan = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 lock = DeviceLock(path, slots)
 time.sleep(max(0.0, float(sys.argv[6]) - time.time()))  # every process starts at its set time

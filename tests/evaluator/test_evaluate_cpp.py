@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from kevin.evaluate import EvalConfig, evaluate
-from kevin.sandbox import Limits
+from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator.sandbox import Limits
+from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
-from kevin.timing import TimingConfig
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data" / "eval"
+DATA = Path(__file__).parents[1] / "data" / "eval"
 
 CPP = r"""
 #include <torch/extension.h>
@@ -327,7 +327,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_signal_name_helper():
-    from kevin.sandbox import WorkerOutcome
+    from kevin.evaluator.sandbox import WorkerOutcome
 
     assert WorkerOutcome(result=None, last_stage="x", returncode=-signal.SIGSEGV).signal_name == "SIGSEGV"
 
@@ -346,7 +346,7 @@ def test_thread_started_at_import_is_rejected(task, config):
     assert "extra_threads" in result.flags and not result.passed
 
 
-# -- dynamic checks (kevin.probes, kevin.compare) ----------------------------------------------
+# -- dynamic checks (kevin.evaluator.probes, kevin.evaluator.compare) ----------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -422,7 +422,7 @@ def test_tensor_subclass_output_is_flagged(task, config):
     assert "tensor_subclass" in result.flags and not result.passed
 
 
-# -- what the candidate's process could reach (kevin.confine, the tamper re-check) ---------------
+# -- what the candidate's process could reach (kevin.evaluator.confine, the tamper re-check) ---------------
 
 
 def test_a_verdict_forged_on_the_channel_is_tampering(task, config):
@@ -452,10 +452,10 @@ def test_a_torch_function_mode_left_entered_is_tampering(task, config):
 
 
 def test_rebinding_kevins_comparison_while_running_is_tampering(task, config):
-    body = "        import sys\n        sys.modules['kevin.compare'].compare = lambda *a: {'ok': True}\n"
+    body = "        import sys\n        sys.modules['kevin.evaluator.compare'].compare = lambda *a: {'ok': True}\n"
     result = evaluate(task, candidate("zeros", body=body), config)
     assert "tampering" in result.flags and not result.passed
-    assert "kevin.compare.compare" in result.error
+    assert "kevin.evaluator.compare.compare" in result.error
 
 
 def test_a_patched_clock_is_tampering(task, config):
@@ -465,7 +465,7 @@ def test_a_patched_clock_is_tampering(task, config):
 
 
 def test_a_changed_thread_count_is_global_state_and_its_baseline_is_not_cached(task, config):
-    from kevin.evaluate import _baseline_cache_file
+    from kevin.evaluator.evaluate import _baseline_cache_file
 
     cached = _baseline_cache_file(task, config)
     cached.unlink(missing_ok=True)
@@ -511,7 +511,7 @@ def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candi
 
 
 def test_a_baseline_cached_while_an_evaluation_ran_is_used_not_timed_again(task, config, monkeypatch):
-    from kevin import evaluate as evaluate_module
+    from kevin.evaluator import evaluate as evaluate_module
 
     first = evaluate(task, candidate("scale_relu"), config)
     assert (
@@ -529,7 +529,7 @@ def test_a_baseline_cached_while_an_evaluation_ran_is_used_not_timed_again(task,
 def test_concurrent_evaluations_of_one_task_time_its_baseline_once(task, config):
     from concurrent.futures import ThreadPoolExecutor
 
-    from kevin import evaluate as evaluate_module
+    from kevin.evaluator import evaluate as evaluate_module
 
     evaluate_module._baseline_cache_file(task, config).unlink(missing_ok=True)
     with ThreadPoolExecutor(3) as pool:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from kevin.evaluate import EvalConfig, evaluate
-from kevin.sandbox import Limits
+from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator.sandbox import Limits
+from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
-from kevin.timing import TimingConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
-DATA = Path(__file__).parent / "data" / "eval"
+DATA = Path(__file__).parents[1] / "data" / "eval"
 
 CPP_DECL = """
 torch::Tensor scale_relu(torch::Tensor x, double scale);

@@ -1,8 +1,8 @@
-"""kevin.fastbuild: which calls take the fast path, and that a fast-built module behaves like the real one.
+"""kevin.evaluator.fastbuild: which calls take the fast path, and that a fast-built module behaves like the real one.
 
 Fast tests parse declarations and rewrite build files. The slow ones build one C++ source that
 touches every part of the light API twice, with the fast path and with the real load_inline, and
-compare every call's result or error; then the fallbacks through kevin.build.
+compare every call's result or error; then the fallbacks through kevin.evaluator.build.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from kevin import build, fastbuild
+from kevin.evaluator import build, fastbuild
 
 # -- fast: declarations ------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""kevin.probes pieces that need no GPU: reading streams out of a profile, the blocking flags."""
+"""kevin.evaluator.probes pieces that need no GPU: reading streams out of a profile, the blocking flags."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import warnings
 
 from torch.autograd import DeviceType
 
-from kevin import probes
-from kevin.result import BLOCKING_FLAGS, EvalResult
+from kevin.evaluator import probes
+from kevin.evaluator.result import BLOCKING_FLAGS, EvalResult
 
 
 def _event(name: str, device: DeviceType, stream: int):
@@ -43,7 +43,7 @@ def test_side_stream_blocks_the_score():
 
 
 def test_clock_escape_is_judged_against_the_gap_measured_under_the_same_load():
-    from kevin.evaluate import _escapes_clock
+    from kevin.evaluator.evaluate import _escapes_clock
 
     # A loaded host: every call's wall - event gap is 0.2 ms, the baseline's (timed when the
     # machine was quiet) 0.03 ms. The worker's empty calls right after saw 0.19 ms: no escape.
@@ -59,7 +59,7 @@ def test_clock_escape_is_judged_against_the_gap_measured_under_the_same_load():
 
 
 def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone():
-    from kevin.evaluate import EvalConfig, _out_of_memory_beside_others
+    from kevin.evaluator.evaluate import EvalConfig, _out_of_memory_beside_others
 
     config = EvalConfig(backend="cuda", device_slots=4)
     shared = EvalResult(

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kevin.evaluate import EvalConfig
+from kevin.evaluator.evaluate import EvalConfig
+from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
-from kevin.timing import TimingConfig
 
 ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).parent / "data" / "eval"
+DATA = Path(__file__).parents[1] / "data" / "eval"
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def cluster():
 
 
 def test_ray_service_evaluates_on_actors_with_typed_results(cluster, tmp_path):
-    from kevin.ray_service import RayEvaluationService
+    from kevin.evaluator.ray_service import RayEvaluationService
 
     task = Task.from_source((DATA / "problem_scale_relu.py").read_text(), id="scale_relu", name="scale_relu")
     config = EvalConfig(
@@ -47,7 +47,7 @@ def test_ray_service_evaluates_on_actors_with_typed_results(cluster, tmp_path):
 
 
 def test_cuda_backend_needs_gpus_in_the_cluster(cluster):
-    from kevin.ray_service import RayEvaluationService
+    from kevin.evaluator.ray_service import RayEvaluationService
 
     with pytest.raises(RuntimeError, match="no GPUs"):
         RayEvaluationService(EvalConfig(backend="cuda"))

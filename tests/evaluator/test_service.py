@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from kevin import service as service_module
-from kevin.evaluate import EvalConfig
-from kevin.result import EvalResult
-from kevin.service import EvaluationService
+from kevin.evaluator import service as service_module
+from kevin.evaluator.evaluate import EvalConfig
+from kevin.evaluator.result import EvalResult
+from kevin.evaluator.service import EvaluationService
 from kevin.tasks import Task
 
 

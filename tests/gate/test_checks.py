@@ -1,4 +1,4 @@
-"""The static gate (kevin.checks): the honest corpus is accepted, every cheat is rejected with the
+"""The static gate (kevin.gate): the honest corpus is accepted, every cheat is rejected with the
 expected rule on the line that cheats, and the CLI keeps its exit codes. Parsing only, no builds."""
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from kevin import checks
-from kevin.checks import RULES, CheckPolicy, CheckReport, check_file, check_source
+from kevin import gate as checks
 from kevin.cli import main
 from kevin.errors import UsageError
+from kevin.gate import RULES, CheckPolicy, CheckReport, check_file, check_source
+from kevin.gate import policy as policy_module
 
-DATA = Path(__file__).parent / "data" / "static"
+DATA = Path(__file__).parents[1] / "data" / "static"
 HONEST = sorted((DATA / "honest").glob("*.py"))
 CHEATS = sorted((DATA / "cheat").glob("*.py"))
-BUNDLED = sorted((Path(checks.__file__).parent / "bundled").glob("*/*.py"))
+BUNDLED = sorted((Path(checks.__file__).parents[1] / "tasks" / "bundled").glob("*/*.py"))
 CHEAT_MARK = "# <-- cheat"
 
 
@@ -354,7 +355,7 @@ def test_syntax_error_and_missing_class_are_violations_not_exceptions():
 def test_policy_is_configurable():
     source = candidate("        return ext.f(torch.matmul(x, x))")
     assert not check_source(source).ok
-    relaxed = dataclasses.replace(checks.paper(), allowed_calls=checks.ALLOWED_CALLS | {"torch.matmul"})
+    relaxed = dataclasses.replace(checks.paper(), allowed_calls=policy_module.ALLOWED_CALLS | {"torch.matmul"})
     assert check_source(source, "cuda", relaxed).ok
     with pytest.raises(ValueError, match="kernel_kinds"):
         CheckPolicy(kernel_kinds={"cuda": ("opencl",)})

@@ -1,9 +1,9 @@
-"""Parsing model output into reasoning, one candidate and a summary (kevin.candidate)."""
+"""Parsing model output into reasoning, one candidate and a summary (kevin.rl.candidate)."""
 
 from __future__ import annotations
 
-from kevin.candidate import FORMAT_RULE, format_error_result, parse_completion
-from kevin.reward import score_result
+from kevin.rl.candidate import FORMAT_RULE, format_error_result, parse_completion
+from kevin.rl.reward import score_result
 
 KERNEL = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x"
 

@@ -1,4 +1,4 @@
-"""Whole episodes on CPU with a scripted policy and a fake evaluator (kevin.env, kevin.episodes)."""
+"""Whole episodes on CPU with a scripted policy and a fake evaluator (kevin.rl.env, kevin.rl.episodes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from kevin.env import (
+from kevin.evaluator.result import EvalResult
+from kevin.rl.env import (
     EpisodeConfig,
     Generation,
     ScriptedPolicy,
@@ -15,9 +16,8 @@ from kevin.env import (
     run_episodes,
     smoke,
 )
-from kevin.episodes import EPISODES_FILE, episode_rows, read_episodes, write_episodes
-from kevin.prompts import Attempt, render_prompt
-from kevin.result import EvalResult
+from kevin.rl.episodes import EPISODES_FILE, episode_rows, read_episodes, write_episodes
+from kevin.rl.prompts import Attempt, render_prompt
 from kevin.tasks import Task
 
 TASK_A = Task.from_source("class Model:\n    pass  # task A\n", id="bundled/a", name="a")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from kevin.env import EpisodeConfig, ScriptedPolicy, ThreadPoolEvaluator, run_episodes
-from kevin.episodes import read_episodes, write_episodes
-from kevin.metrics import compute_metrics
-from kevin.prompts import CPP, describe_result
+from kevin.rl.env import EpisodeConfig, ScriptedPolicy, ThreadPoolEvaluator, run_episodes
+from kevin.rl.episodes import read_episodes, write_episodes
+from kevin.rl.metrics import compute_metrics
+from kevin.rl.prompts import CPP, describe_result
 from kevin.tasks import Task
 
-evaluate_module = pytest.importorskip("kevin.evaluate")
+evaluate_module = pytest.importorskip("kevin.evaluator.evaluate")
 if not hasattr(evaluate_module, "EvalConfig"):
     pytest.skip("evaluator not available", allow_module_level=True)
 
@@ -80,8 +80,8 @@ FIXED = completion(
 
 @pytest.fixture
 def evaluator(tmp_path):
-    from kevin.evaluate import EvalConfig, evaluate
-    from kevin.timing import TimingConfig
+    from kevin.evaluator.evaluate import EvalConfig, evaluate
+    from kevin.evaluator.timing import TimingConfig
 
     config = EvalConfig(
         backend="cpp",

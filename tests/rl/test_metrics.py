@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from kevin.cli import main
-from kevin.metrics import best_at_k, compute_metrics, default_ks, group_rows, pass_at_k, trajectory_result
-from kevin.result import EvalResult
+from kevin.evaluator.result import EvalResult
+from kevin.rl.metrics import best_at_k, compute_metrics, default_ks, group_rows, pass_at_k, trajectory_result
 
 FAIL = None
 
@@ -182,6 +182,6 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_metrics_module_does_not_import_torch():
-    code = "import sys, kevin.metrics; print('torch' in sys.modules)"
+    code = "import sys, kevin.rl.metrics; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

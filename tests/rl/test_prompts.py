@@ -1,4 +1,4 @@
-"""Prompt structure, feedback rendering and the context budget (kevin.prompts)."""
+"""Prompt structure, feedback rendering and the context budget (kevin.rl.prompts)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from kevin.prompts import (
+from kevin.evaluator.result import EvalResult
+from kevin.rl.prompts import (
     CPP,
     CUDA,
     DEFAULT_TEMPLATES,
@@ -16,7 +17,6 @@ from kevin.prompts import (
     describe_result,
     render_prompt,
 )
-from kevin.result import EvalResult
 from kevin.tasks import Task
 
 PROBLEM = """import torch
@@ -154,7 +154,7 @@ def test_describe_result_prefers_evaluator_feedback_then_fallbacks():
 @pytest.mark.parametrize("backend", ["cuda", "cpp"])
 def test_one_shot_examples_pass_the_static_gate(backend):
     # the example is what the model imitates: it must never be something the gate rejects
-    checks = pytest.importorskip("kevin.checks")
+    checks = pytest.importorskip("kevin.gate")
     if not hasattr(checks, "check_source"):
         pytest.skip("static gate not available")
     report = checks.check_source(DEFAULT_TEMPLATES.backends[backend].example_candidate, backend)

@@ -1,4 +1,4 @@
-"""Credit assignment on numbers worked by hand (kevin.reward)."""
+"""Credit assignment on numbers worked by hand (kevin.rl.reward)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from kevin.result import EvalResult
-from kevin.reward import credit, discounted_returns, group_advantages, kernel_score, score_result
+from kevin.evaluator.result import EvalResult
+from kevin.rl.reward import credit, discounted_returns, group_advantages, kernel_score, score_result
 
 
 def test_kernel_score_is_bonus_plus_speedup_only_when_passed():

@@ -182,7 +182,7 @@ def test_bundled_size_rewrite_needs_exactly_one_size_line():
 def test_load_tasks_dispatches_on_the_source(tmp_path: Path, kb_dir: Path, monkeypatch):
     bundled = tmp_path / "bundled"
     write(bundled / "07_norm.py", BUNDLED_TEMPLATE.format(tag="norm"))
-    monkeypatch.setattr(tasks_module, "bundled_dir", lambda: bundled)
+    monkeypatch.setattr(tasks_module.loaders, "bundled_dir", lambda: bundled)
     monkeypatch.setenv("KEVIN_KERNELBENCH_DIR", str(kb_dir))
     jsonl = write(tmp_path / "kb.jsonl", "\n".join(json.dumps(r) for r in dataset_rows()))
 
@@ -202,14 +202,14 @@ def test_load_tasks_explains_bad_sources(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("KEVIN_KERNELBENCH_DIR", str(tmp_path / "no_kb"))
     with pytest.raises(UsageError, match="KernelBench data not found.*KEVIN_KERNELBENCH_DIR"):
         load_tasks("kernelbench")
-    monkeypatch.setattr(tasks_module, "bundled_dir", lambda: tmp_path / "empty")
+    monkeypatch.setattr(tasks_module.loaders, "bundled_dir", lambda: tmp_path / "empty")
     with pytest.raises(UsageError, match="no tasks found in bundled tasks"):
         load_tasks()
 
 
 def test_kernelbench_dir_defaults_next_to_the_repo_and_obeys_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("KEVIN_KERNELBENCH_DIR", raising=False)
-    repo_root = Path(tasks_module.__file__).resolve().parents[1]
+    repo_root = Path(tasks_module.__file__).resolve().parents[2]
     assert kernelbench_dir() == repo_root.parent / "shared" / "kernelbench_data"
     monkeypatch.setenv("KEVIN_KERNELBENCH_DIR", str(tmp_path))
     assert kernelbench_dir() == tmp_path

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevin import validate, validate_child
 from kevin.cli import main
-from kevin.validate import (
+from kevin.tasks import probe as validate_child
+from kevin.tasks import validate
+from kevin.tasks.validate import (
     ATOL,
     ValidationResult,
     classify_outputs,
@@ -31,7 +32,7 @@ from kevin.validate import (
     zero_would_pass,
 )
 
-PROBLEMS = Path(__file__).parent / "data" / "problems"
+PROBLEMS = Path(__file__).parents[1] / "data" / "problems"
 TIMEOUT_S = 5
 
 EXPECTED = {

@@ -1,0 +1,23 @@
+"""The evaluator layer: the reward. One candidate against one task -> a typed `EvalResult`.
+
+Job: run the static gate, then build, check and time a candidate in a confined worker process of
+its own, compare it with the reference, time the eager baseline, and say who failed when something
+does (policy, candidate or our infrastructure). Also the ways to run many: the in-process
+`EvaluationService`, the Ray service and `kevin eval-batch`.
+
+Public names: `evaluate(task, source, config) -> EvalResult` and `EvalConfig`
+(kevin.evaluator.evaluate), `EvalResult` (kevin.evaluator.result), `EvaluationService`
+(kevin.evaluator.service), `RayEvaluationService` (kevin.evaluator.ray_service, needs `.[ray]`).
+Import them from their modules: this package's import stays free of torch.
+
+Modules: `result` (the contract), `evaluate` (config, flow, result assembly, baseline cache),
+`commands` (`kevin eval` and the shared options), `sandbox` (process, deadlines, kill), `worker`
+(what runs inside the sandbox, one module per stage), `confine` (the worker's self-confinement),
+`devlock` (device admission and exclusive timing), `inputs` (trial inputs from a secret seed),
+`compare`, `probes` (dynamic checks), `timing` (the one clock), `build` + `fastbuild` + `native/`
+(load_inline behind a content-addressed cache, the light-header fast path), `feedback` (the text the
+model reads), `service`, `ray_service`, `batch` (`kevin eval-batch`).
+
+Layer rules: imports kevin.tasks, kevin.gate and kevin.errors; never kevin.rl, kevin.train,
+kevin.search or kevin.cli (import-linter holds this, see pyproject.toml).
+"""

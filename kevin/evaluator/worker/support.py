@@ -1,0 +1,68 @@
+"""Helpers every stage of the worker uses: the early-verdict exception, module loading, outputs."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import traceback
+import types
+from typing import Any
+
+OWN_MODULES = ("__main__", "kevin.evaluator.compare", "kevin.evaluator.probes", "kevin.evaluator.timing", "kevin.evaluator.inputs", "kevin.evaluator.confine")
+"""Modules whose functions judge the candidate: rebinding one of them is tampering."""
+
+
+class Failure(Exception):
+    """A verdict reached before the end: carries the result fields."""
+
+    def __init__(self, stage: str, error: str, blame: str = "candidate", **fields: Any) -> None:
+        super().__init__(error)
+        self.fields = {"stage": stage, "error": error, "blame": blame, **fields}
+
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def load_module(source: str, name: str, filename: str) -> types.ModuleType:
+    """Execute `source` as a fresh module named `name` (registered in sys.modules while it runs,
+    as dataclasses and pickling expect)."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    code = compile(source, filename, "exec")
+    exec(code, module.__dict__)
+    return module
+
+
+def forget_module(name: str) -> None:
+    sys.modules.pop(name, None)
+    gc.collect()
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        items: list[Any] = []
+        for item in out:
+            items.extend(flatten_outputs(item))
+        return items
+    return [out]
+
+
+def short_exception(exc: BaseException, limit: int = 4000) -> str:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if len(text) > limit:
+        text = text[: limit // 4] + "\n[... traceback truncated by kevin ...]\n" + text[-(3 * limit) // 4 :]
+    return text
+
+
+def cast_floating(model: Any, dtype: Any) -> Any:
+    import torch
+
+    if dtype == torch.float32:
+        return model
+    return model.to(dtype)
+
+

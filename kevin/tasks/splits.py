@@ -1,0 +1,88 @@
+"""Splits: train/holdout partitions of a task set.
+
+Seeded (a hash of seed and id ranks the tasks, so a split does not depend on the order the tasks
+were loaded in), per level as in the paper (90 train / 10 holdout of 100), or from a JSON file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from kevin.errors import UsageError
+from kevin.tasks.loaders import read_problem_text
+from kevin.tasks.records import Split, Task, task_sort_key
+
+PAPER_HOLDOUT_FRACTION = 0.1
+"""The paper held out 10 of the 100 problems of each KernelBench level."""
+
+
+def _seeded_rank(task: Task, seed: int) -> str:
+    return hashlib.sha256(f"{seed}:{task.id}".encode()).hexdigest()
+
+
+def _holdout_count(count: int, fraction: float) -> int:
+    """Rounded share of `count`, half up, always leaving at least one task to train on."""
+    if not 0.0 <= fraction < 1.0:
+        raise UsageError(f"holdout fraction {fraction} must be in [0, 1)")
+    return min(max(count - 1, 0), int(count * fraction + 0.5))
+
+
+def split_seeded(
+    tasks: Sequence[Task], *, holdout_fraction: float = PAPER_HOLDOUT_FRACTION, seed: int = 0
+) -> Split:
+    """A reproducible random split: the same tasks and seed always give the same split."""
+    ranked = sorted(tasks, key=lambda t: _seeded_rank(t, seed))
+    holdout_ids = {t.id for t in ranked[: _holdout_count(len(ranked), holdout_fraction)]}
+    ordered = sorted(tasks, key=task_sort_key)
+    return Split(
+        train=tuple(t for t in ordered if t.id not in holdout_ids),
+        holdout=tuple(t for t in ordered if t.id in holdout_ids),
+    )
+
+
+def split_paper(
+    tasks: Sequence[Task], *, seed: int = 0, holdout_fraction: float = PAPER_HOLDOUT_FRACTION
+) -> Split:
+    """The paper's split: per level, 10% held out (90/10 of 100, 45/5 of 50), seeded."""
+    train: list[Task] = []
+    holdout: list[Task] = []
+    for level in sorted({t.level for t in tasks}):
+        part = split_seeded(
+            [t for t in tasks if t.level == level], holdout_fraction=holdout_fraction, seed=seed
+        )
+        train.extend(part.train)
+        holdout.extend(part.holdout)
+    return Split(train=tuple(train), holdout=tuple(holdout))
+
+
+def split_from_file(tasks: Sequence[Task], path: str | Path) -> Split:
+    """The split a JSON file `{"train": [ids], "holdout": [ids]}` names; tasks it omits are left out."""
+    path = Path(path)
+    try:
+        data = json.loads(read_problem_text(path))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"split file {path} is not valid JSON ({exc.msg})") from exc
+    if not (isinstance(data, dict) and all(isinstance(data.get(k), list) for k in ("train", "holdout"))):
+        raise UsageError(f'split file {path} must be {{"train": [ids], "holdout": [ids]}}')
+    by_id = {t.id: t for t in tasks}
+    unknown = [i for i in data["train"] + data["holdout"] if i not in by_id]
+    if unknown:
+        raise UsageError(
+            f"split file {path} names unknown task ids {unknown[:5]}; check it against 'kevin tasks list'"
+        )
+    both = sorted(set(data["train"]) & set(data["holdout"]))
+    if both:
+        raise UsageError(f"split file {path} puts {both[:5]} in both train and holdout")
+    return Split(
+        train=tuple(by_id[i] for i in data["train"]), holdout=tuple(by_id[i] for i in data["holdout"])
+    )
+
+
+def save_split(split: Split, path: str | Path) -> None:
+    """Write a split file that `split_from_file` reads back to the same split."""
+    Path(path).write_text(json.dumps(split.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
