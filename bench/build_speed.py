@@ -117,7 +117,7 @@ def percentile(values: list[float], q: float) -> float:
     return values[index]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["cuda", "cpp"], default="cuda")
     parser.add_argument("--out", type=Path, required=True, help="directory for build_speed.md / .json")
@@ -128,27 +128,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="kevin cold builds at once (default 1: latency)")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    files = candidates(args.backend)[: args.limit or None]
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="kevin-build-speed-"))
-    args.out.mkdir(parents=True, exist_ok=True)
+
+def capture_all(files: list[Path], work: Path) -> list[dict]:
+    """One row per candidate, its load_inline arguments captured into <work>/<stem>.json."""
     rows = []
     for path in files:
         kwargs = capture(path)
         kwargs_file = work / f"{path.stem}.json"
         kwargs_file.write_text(json.dumps(kwargs))
         rows.append({"candidate": path.name, "kwargs": kwargs_file})
-    print(f"{len(rows)} candidates ({args.backend}); work dir {work}", flush=True)
+    return rows
 
-    # Warm-up, not counted: the shim kevin builds once per toolchain.
+
+def warm_up(work: Path, rows: list[dict]) -> float:
+    """Seconds of the shim kevin builds once per toolchain (with the first build); not counted."""
     started = time.perf_counter()
     shim = run_child("kevin", work / "cache-warmup", rows[0]["kwargs"])
     shim_seconds = time.perf_counter() - started
     print(f"shim + first build (once per toolchain): {shim_seconds:.1f} s ok={shim['ok']}", flush=True)
+    return shim_seconds
 
-    cache = work / "cache"
-    with futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+
+def time_kevin(rows: list[dict], cache: Path, jobs: int) -> None:
+    """kevin's cold builds (`jobs` at a time) into one cache, then each again as a cache hit."""
+    with futures.ThreadPoolExecutor(max(1, jobs)) as pool:
         colds = list(pool.map(lambda r: run_child("kevin", cache, r["kwargs"]), rows))
     for row, cold in zip(rows, colds):
         row["kevin_cold"] = cold
@@ -159,24 +164,30 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
-    if args.plain_jobs:
-        started = time.perf_counter()
-        with futures.ThreadPoolExecutor(args.plain_jobs) as pool:
-            chosen = rows[: args.plain_limit or None]
-            plains = list(
-                pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), chosen)
-            )
-        plain_wall = time.perf_counter() - started
-        for row, plain in zip(chosen, plains):
-            row["plain"] = plain
-    else:
-        plain_wall = float("nan")
 
+def time_plain(rows: list[dict], work: Path, jobs: int, limit: int) -> float:
+    """Plain builds of the first `limit` rows (0: all), `jobs` at a time, each into its own empty
+    directory; the wall time of them all (nan when `jobs` is 0: plain skipped)."""
+    if not jobs:
+        return float("nan")
+    started = time.perf_counter()
+    with futures.ThreadPoolExecutor(jobs) as pool:
+        chosen = rows[: limit or None]
+        plains = list(
+            pool.map(lambda r: run_child("plain", work / f"plain-{r['candidate']}", r["kwargs"]), chosen)
+        )
+    plain_wall = time.perf_counter() - started
+    for row, plain in zip(chosen, plains):
+        row["plain"] = plain
+    return plain_wall
+
+
+def summarize(rows: list[dict], args: argparse.Namespace, plain_wall: float, shim_seconds: float) -> dict:
     cold = [r["kevin_cold"]["seconds"] for r in rows]
     hit = [r["kevin_hit"]["seconds"] for r in rows]
     plain = [r["plain"]["seconds"] for r in rows if "plain" in r]
     fast = sum(bool(r["kevin_cold"].get("fast")) for r in rows)
-    summary = {
+    return {
         "backend": args.backend,
         "candidates": len(rows),
         "fast_path": fast,
@@ -193,8 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         "all_built": all(r["kevin_cold"]["ok"] for r in rows),
         "plain_agrees": all(r["kevin_cold"]["ok"] == r["plain"]["ok"] for r in rows if "plain" in r),
     }
+
+
+def markdown_lines(rows: list[dict], summary: dict, backend: str) -> list[str]:
+    """build_speed.md, line by line: one table row per candidate, then the summary as JSON."""
     lines = [
-        f"# Build times ({args.backend}, {len(rows)} candidates)",
+        f"# Build times ({backend}, {len(rows)} candidates)",
         "",
         "| candidate | plain load_inline s | kevin cold s | fast path | kevin cache hit s | note |",
         "|---|---:|---:|---|---:|---|",
@@ -208,14 +223,35 @@ def main(argv: list[str] | None = None) -> int:
             f"{h['seconds']:.3f} | {note[:100].replace('|', '/')} |"
         )
     lines += ["", "```", json.dumps(summary, indent=2), "```", ""]
-    (args.out / "build_speed.md").write_text("\n".join(lines))
-    (args.out / "build_speed.json").write_text(
+    return lines
+
+
+def write(out: Path, lines: list[str], summary: dict, rows: list[dict]) -> None:
+    (out / "build_speed.md").write_text("\n".join(lines))
+    (out / "build_speed.json").write_text(
         json.dumps(
             {"summary": summary, "rows": [{k: v for k, v in r.items() if k != "kwargs"} for r in rows]},
             indent=2,
             default=str,
         )
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    files = candidates(args.backend)[: args.limit or None]
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kevin-build-speed-"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = capture_all(files, work)
+    print(f"{len(rows)} candidates ({args.backend}); work dir {work}", flush=True)
+
+    shim_seconds = warm_up(work, rows)
+    time_kevin(rows, work / "cache", args.jobs)
+    plain_wall = time_plain(rows, work, args.plain_jobs, args.plain_limit)
+
+    summary = summarize(rows, args, plain_wall, shim_seconds)
+    lines = markdown_lines(rows, summary, args.backend)
+    write(args.out, lines, summary, rows)
     print("\n".join(lines[-len(json.dumps(summary, indent=2).splitlines()) - 3 :]))
     return 0
 

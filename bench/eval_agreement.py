@@ -88,40 +88,47 @@ def self_problem(problem_src: str, candidate_src: str) -> str:
     return re.sub(r"\bclass ModelNew\b", "class Model", candidate_src) + "\n\n" + "\n\n".join(kept) + "\n"
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=str(REPO / "bench" / "results"))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", default="", help="substring of the problems to include (default: all)")
     parser.add_argument("--cache-dir", default="/tmp/kevin-bench-cache")
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    kb = kernelbench_dir() / "level1"
-    if not kb.is_dir():
-        print(f"KernelBench not found at {kb}; set KEVIN_KERNELBENCH_DIR", file=sys.stderr)
-        return 2
+    return parser.parse_args()
 
+
+def find_pairs(kb: Path, only: str) -> list[Pair]:
+    """Each of our candidates whose KernelBench level-1 problem exists, `only` in its name."""
     pairs = []
     for candidate in sorted(CANDIDATES.glob("*.py")):
         problem = kb / candidate.name
-        if problem.is_file() and args.only in candidate.stem:
+        if problem.is_file() and only in candidate.stem:
             pairs.append(Pair(f"L1_{candidate.stem}", problem, candidate))
+    return pairs
+
+
+def eval_config(cache_dir: str) -> EvalConfig:
     # The static gate is exercised by the adversarial benchmark; this one is about the clock.
-    config = EvalConfig(
+    return EvalConfig(
         backend="cuda",
         baseline_cache=False,
-        cache_dir=args.cache_dir,
+        cache_dir=cache_dir,
         static_check=False,
         timing=TimingConfig(budget_ms=2000),
     )
+
+
+def run_kevin(pairs: list[Pair], out: Path, config: EvalConfig) -> tuple[list[dict], float]:
+    """kevin's rows for every pair, evaluated as one batch, and the batch's wall seconds."""
     started = time.time()
     results_path = out / "eval_agreement_results.jsonl"
     results_path.unlink(missing_ok=True)
     rows = run_batch(pairs, results_path, config, jobs=len(pairs), progress=False)
-    kevin_s = time.time() - started
+    return rows, time.time() - started
 
-    build.install(Path(args.cache_dir) / "builds", build.BuildLog())  # reuse the sandbox's builds
+
+def agreement_rows(pairs: list[Pair], rows: list[dict], config: EvalConfig) -> list[dict]:
+    """Per pair: kevin's speedup next to the independent do_bench one, and how far apart they are."""
     table = []
     for pair, row in zip(pairs, rows, strict=True):
         with device_lock(config).exclusive():  # never time while a kevin worker times on the same GPU
@@ -145,42 +152,42 @@ def main() -> int:
             }
         )
         print("agreement", json.dumps(table[-1]), flush=True)
+    return table
 
-    self_rows = []
-    fast = sorted(pairs, key=lambda p: "Gelu" not in p.id and "Softmax" not in p.id)  # quickest to time
-    for pair in fast[:2]:
+
+def self_rows(pairs: list[Pair], config: EvalConfig) -> list[dict]:
+    """Each pair's kernel evaluated against itself (Model = the candidate's kernel)."""
+    rows = []
+    for pair in pairs:
         source = self_problem(pair.problem.read_text(), pair.candidate.read_text())
         task = Task.from_source(source, id=f"self_{pair.id}", name="self")
         result = evaluate(task, pair.candidate.read_text(), config)
-        self_rows.append(
+        rows.append(
             {"id": pair.id, "stage": result.stage, "speedup": result.speedup, "error": result.error[:300]}
         )
-        print("self", json.dumps(self_rows[-1]), flush=True)
+        print("self", json.dumps(rows[-1]), flush=True)
+    return rows
 
-    repeat_pair = fast[0]
-    repeat_task = Task.from_source(repeat_pair.problem.read_text(), id=repeat_pair.id, name="repeat")
-    repeats = [evaluate(repeat_task, repeat_pair.candidate.read_text(), config) for _ in range(args.repeats)]
-    speedups = [r.speedup for r in repeats if r.speedup]
-    runtimes = [r.runtime_ms for r in repeats if r.runtime_ms]
-    spread = {
-        "id": repeat_pair.id,
+
+def repeat_spread(pair: Pair, config: EvalConfig, repeats: int) -> dict:
+    """The speedups and runtimes of `repeats` evaluations of one pair, and their CVs."""
+    task = Task.from_source(pair.problem.read_text(), id=pair.id, name="repeat")
+    results = [evaluate(task, pair.candidate.read_text(), config) for _ in range(repeats)]
+    speedups = [r.speedup for r in results if r.speedup]
+    runtimes = [r.runtime_ms for r in results if r.runtime_ms]
+    return {
+        "id": pair.id,
         "speedups": speedups,
         "speedup_mean": statistics.fmean(speedups) if speedups else None,
         "speedup_cv": statistics.pstdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None,
         "runtime_ms": runtimes,
         "runtime_cv": statistics.pstdev(runtimes) / statistics.fmean(runtimes) if len(runtimes) > 1 else None,
     }
-    import torch
 
-    report = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "kevin_batch_s": kevin_s,
-        "agreement": table,
-        "self": self_rows,
-        "repeats": spread,
-    }
-    (out / "eval_agreement.json").write_text(json.dumps(report, indent=1))
+
+def markdown(report: dict, repeats: int) -> list[str]:
+    """eval_agreement.md, line by line: the agreement table, the self-timing table, the spread."""
+    spread = report["repeats"]
     md = [
         f"# Evaluator timing agreement ({report['gpu']}, torch {report['torch']})",
         "",
@@ -189,7 +196,7 @@ def main() -> int:
         "| problem | stage | kevin speedup | do_bench speedup | rel. diff | kevin runtime ms | do_bench runtime ms | CV |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in table:
+    for r in report["agreement"]:
         md.append(
             f"| {r['id']} | {r['stage']} | {_f(r['kevin_speedup'])} | {_f(r['indep_speedup'])} | "
             f"{_pct(r['rel_diff'])} | {_f(r['kevin_runtime_ms'])} | {_f(r['indep_runtime_ms'])} | {_f(r['cv'])} |"
@@ -201,13 +208,46 @@ def main() -> int:
         "| kernel | stage | speedup |",
         "|---|---|---|",
     ]
-    md += [f"| {r['id']} | {r['stage']} | {_f(r['speedup'])} |" for r in self_rows]
+    md += [f"| {r['id']} | {r['stage']} | {_f(r['speedup'])} |" for r in report["self"]]
     md += [
         "",
-        f"Spread of {args.repeats} repeated evaluations of {spread['id']}: speedups "
-        f"{', '.join(_f(s) for s in speedups)}; CV of speedup {_pct(spread['speedup_cv'])}, "
+        f"Spread of {repeats} repeated evaluations of {spread['id']}: speedups "
+        f"{', '.join(_f(s) for s in spread['speedups'])}; CV of speedup {_pct(spread['speedup_cv'])}, "
         f"CV of runtime {_pct(spread['runtime_cv'])}.",
     ]
+    return md
+
+
+def main() -> int:
+    args = parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    kb = kernelbench_dir() / "level1"
+    if not kb.is_dir():
+        print(f"KernelBench not found at {kb}; set KEVIN_KERNELBENCH_DIR", file=sys.stderr)
+        return 2
+
+    pairs = find_pairs(kb, args.only)
+    config = eval_config(args.cache_dir)
+    rows, kevin_s = run_kevin(pairs, out, config)
+
+    build.install(Path(args.cache_dir) / "builds", build.BuildLog())  # reuse the sandbox's builds
+    table = agreement_rows(pairs, rows, config)
+    fast = sorted(pairs, key=lambda p: "Gelu" not in p.id and "Softmax" not in p.id)  # quickest to time
+    selfs = self_rows(fast[:2], config)
+    spread = repeat_spread(fast[0], config, args.repeats)
+    import torch
+
+    report = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "kevin_batch_s": kevin_s,
+        "agreement": table,
+        "self": selfs,
+        "repeats": spread,
+    }
+    (out / "eval_agreement.json").write_text(json.dumps(report, indent=1))
+    md = markdown(report, args.repeats)
     (out / "eval_agreement.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 0

@@ -188,90 +188,125 @@ def markdown(reports: list[dict[str, Any]], notes: str = "") -> str:
     if notes:
         lines += [notes, ""]
     for report in with_full_plain(reports):
-        env, a, b = report["environment"], report.get("plain"), report["kevin"]
-        lines += [
-            f"## Pass `{report['pass']}` ({env.get('gpu') or 'no GPU'}, {env.get('cores')} cores, torch {env.get('torch')})",
-            "",
-            f"Command: `{report['command']}`",
-            "",
-            "| harness | finished | wall s | candidates/hour | build s p50 / p90 / max | GPU held s | verdicts |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        if a is not None:
-            s = a["summary"]
-            bs = s["build_s"]
-            a_jobs = report["config"].get("a_jobs", 1)
-            mode = "sequential" if a_jobs == 1 else f"{a_jobs} at a time"
-            lines.append(
-                f"| (a) plain load_inline, {mode} | {s['finished']} | {s['wall_s']} | "
-                f"{_fmt(s['candidates_per_hour'], 4)} | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / {_fmt(bs['max'])} | "
-                f"{s['gpu_held_s']} | {s['verdicts']} |"
-            )
-        s = b["summary"]
-        for label, key in (("cold", "build_s_cold"), ("cache hit", "build_s_cached")):
-            bs = s[key]
-            if bs["n"]:
-                lines.append(
-                    f"| (b) kevin, {label} builds ({bs['n']}) | | | | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / "
-                    f"{_fmt(bs['max'])} | | |"
-                )
-        if report["pass"] != "plain":
-            lines.append(
-                f"| (b) kevin service, --jobs {report['config']['jobs']} | {s['finished']}/{s['of']} | "
-                f"{s['wall_s']} | {_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} "
-                f"({s.get('gpu_exclusive_s')} exclusive) | {s['verdicts']} |"
-            )
-        stages = gpu_stage_means(b["rows"])  # from the rows: pass files written before it existed too
-        if stages.get("candidates"):
-            lines += [
-                "",
-                f"kevin's stages on the GPU, mean s per candidate that reached it ({stages['candidates']}): "
-                + ", ".join(f"{k} {_fmt(stages[k])}" for k in GPU_STAGES)
-                + ". The dynamic checks run in `correctness`; `timing` is the candidate's own clock.",
-            ]
-        gpu = report["gpu"]
-        lines += [
-            "",
-            f"GPU busy share over the pass ({gpu.get('source') or 'no sampler'}, {gpu.get('samples')} samples): "
-            f"{_fmt(gpu.get('busy_share'))} of samples non-zero, mean utilization {_fmt(gpu.get('mean_utilization_pct'))}%.",
-            "",
-        ]
-        agree = report["agreement"]
-        if report["pass"] == "plain":
-            lines += [
-                f"Harness (a) alone, {report['config'].get('a_jobs', 1)} candidates at once (builds overlap; "
-                "GPU work one at a time under kevin's device lock): the verdicts the kevin passes are compared with.",
-                "",
-            ]
-        lines += [
-            ("Verdicts, (a) including the `plain` pass: " if agree.get("with_plain_pass") else "Verdicts: ")
-            + f"(a) and (b) agree on {agree['agree']}/{agree['both_finished']} candidates both finished"
-            + (f"; disagree on {', '.join(agree['disagree'])}" if agree["disagree"] else "")
-            + f". kevin matches the expected verdict on {agree['kevin_as_expected']}/{agree['kevin_judged']}"
-            + (f"; not on {', '.join(agree['kevin_unexpected'])}" if agree["kevin_unexpected"] else "")
-            + ".",
-            "",
-        ]
-        fooled = agree.get("kernelbench_tolerance_fooled")
-        if fooled:
-            lines += [
-                f'At KernelBench\'s tolerance (1e-2, column "(a) at 1e-2") (a) would pass {len(fooled)} wrong '
-                f"candidate(s): {', '.join(fooled)}. The verdicts compared are (a)'s at kevin's tolerance.",
-                "",
-            ]
-        lines += [
-            "| candidate | kind | expected | (a) plain | (a) at 1e-2 | (b) kevin | agree | (a) speedup | (b) speedup |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for row in report["verdicts"]:
-            agree_mark = {True: "yes", False: "**no**", None: "-"}[row["agree"]]
-            lines.append(
-                f"| {row['id']} | {row['kind']} | {row['expected']} | {_fmt(row['plain'])} | "
-                f"{_fmt(row.get('plain_kernelbench'))} | {_fmt(row['kevin'])} | "
-                f"{agree_mark} | {_fmt(row['plain_speedup'])} | {_fmt(row['kevin_speedup'])} |"
-            )
-        lines.append("")
+        lines += _pass_section(report)
     return "\n".join(lines)
+
+
+def _pass_section(report: dict[str, Any]) -> list[str]:
+    """One pass of the report: its harness table, GPU use, verdict agreement and verdict table."""
+    return (
+        _harness_table(report)
+        + _gpu_lines(report)
+        + _agreement_lines(report)
+        + _candidate_table(report)
+        + [""]
+    )
+
+
+def _harness_table(report: dict[str, Any]) -> list[str]:
+    """The pass's heading and one table row per harness: (a), kevin's cold and cached builds, (b)."""
+    env, a, b = report["environment"], report.get("plain"), report["kevin"]
+    lines = [
+        f"## Pass `{report['pass']}` ({env.get('gpu') or 'no GPU'}, {env.get('cores')} cores, torch {env.get('torch')})",
+        "",
+        f"Command: `{report['command']}`",
+        "",
+        "| harness | finished | wall s | candidates/hour | build s p50 / p90 / max | GPU held s | verdicts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    if a is not None:
+        s = a["summary"]
+        bs = s["build_s"]
+        a_jobs = report["config"].get("a_jobs", 1)
+        mode = "sequential" if a_jobs == 1 else f"{a_jobs} at a time"
+        lines.append(
+            f"| (a) plain load_inline, {mode} | {s['finished']} | {s['wall_s']} | "
+            f"{_fmt(s['candidates_per_hour'], 4)} | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / {_fmt(bs['max'])} | "
+            f"{s['gpu_held_s']} | {s['verdicts']} |"
+        )
+    s = b["summary"]
+    for label, key in (("cold", "build_s_cold"), ("cache hit", "build_s_cached")):
+        bs = s[key]
+        if bs["n"]:
+            lines.append(
+                f"| (b) kevin, {label} builds ({bs['n']}) | | | | {_fmt(bs['p50'])} / {_fmt(bs['p90'])} / "
+                f"{_fmt(bs['max'])} | | |"
+            )
+    if report["pass"] != "plain":
+        lines.append(
+            f"| (b) kevin service, --jobs {report['config']['jobs']} | {s['finished']}/{s['of']} | "
+            f"{s['wall_s']} | {_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} "
+            f"({s.get('gpu_exclusive_s')} exclusive) | {s['verdicts']} |"
+        )
+    return lines
+
+
+def _gpu_lines(report: dict[str, Any]) -> list[str]:
+    """kevin's mean seconds per GPU stage (when any candidate reached the GPU) and the busy share."""
+    lines = []
+    # From the rows, so that pass files written before the summary had gpu_stage_mean_s work too.
+    stages = gpu_stage_means(report["kevin"]["rows"])
+    if stages.get("candidates"):
+        lines += [
+            "",
+            f"kevin's stages on the GPU, mean s per candidate that reached it ({stages['candidates']}): "
+            + ", ".join(f"{k} {_fmt(stages[k])}" for k in GPU_STAGES)
+            + ". The dynamic checks run in `correctness`; `timing` is the candidate's own clock.",
+        ]
+    gpu = report["gpu"]
+    lines += [
+        "",
+        f"GPU busy share over the pass ({gpu.get('source') or 'no sampler'}, {gpu.get('samples')} samples): "
+        f"{_fmt(gpu.get('busy_share'))} of samples non-zero, mean utilization {_fmt(gpu.get('mean_utilization_pct'))}%.",
+        "",
+    ]
+    return lines
+
+
+def _agreement_lines(report: dict[str, Any]) -> list[str]:
+    """What the `plain` pass is for (on it), how far (a) and (b) agree, and what KernelBench's
+    tolerance would let through."""
+    lines = []
+    agree = report["agreement"]
+    if report["pass"] == "plain":
+        lines += [
+            f"Harness (a) alone, {report['config'].get('a_jobs', 1)} candidates at once (builds overlap; "
+            "GPU work one at a time under kevin's device lock): the verdicts the kevin passes are compared with.",
+            "",
+        ]
+    lines += [
+        ("Verdicts, (a) including the `plain` pass: " if agree.get("with_plain_pass") else "Verdicts: ")
+        + f"(a) and (b) agree on {agree['agree']}/{agree['both_finished']} candidates both finished"
+        + (f"; disagree on {', '.join(agree['disagree'])}" if agree["disagree"] else "")
+        + f". kevin matches the expected verdict on {agree['kevin_as_expected']}/{agree['kevin_judged']}"
+        + (f"; not on {', '.join(agree['kevin_unexpected'])}" if agree["kevin_unexpected"] else "")
+        + ".",
+        "",
+    ]
+    fooled = agree.get("kernelbench_tolerance_fooled")
+    if fooled:
+        lines += [
+            f'At KernelBench\'s tolerance (1e-2, column "(a) at 1e-2") (a) would pass {len(fooled)} wrong '
+            f"candidate(s): {', '.join(fooled)}. The verdicts compared are (a)'s at kevin's tolerance.",
+            "",
+        ]
+    return lines
+
+
+def _candidate_table(report: dict[str, Any]) -> list[str]:
+    """One row per candidate: expected verdict, (a)'s, (b)'s, whether they agree, speedups."""
+    lines = [
+        "| candidate | kind | expected | (a) plain | (a) at 1e-2 | (b) kevin | agree | (a) speedup | (b) speedup |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in report["verdicts"]:
+        agree_mark = {True: "yes", False: "**no**", None: "-"}[row["agree"]]
+        lines.append(
+            f"| {row['id']} | {row['kind']} | {row['expected']} | {_fmt(row['plain'])} | "
+            f"{_fmt(row.get('plain_kernelbench'))} | {_fmt(row['kevin'])} | "
+            f"{agree_mark} | {_fmt(row['plain_speedup'])} | {_fmt(row['kevin_speedup'])} |"
+        )
+    return lines
 
 
 def summary_text(report: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ timings, keyed by task) is two directories up; the candidate rewrites every "med
 also drops a marker file in /tmp to show the write lands outside its working directory.
 Naive harness: correct; the marker file is left behind (a naive harness has no sandbox at all).
 kevin missed this before the issue #4 fixes (bench/adversarial/README.md says how it is caught now): the worker's working directory is a temporary directory, but nothing stops
-writes to absolute paths (kevin.sandbox says so), the cache root is derivable from the extension's
+writes to absolute paths (kevin.evaluator.sandbox says so), the cache root is derivable from the extension's
 path, and the static gate accepts pathlib/re file I/O. Every later evaluation of another task
 reads its eager baseline from the poisoned cache: speedups 100x too large, for honest and
 cheating candidates alike. (The candidate's own task's entry, if it is cached, is rewritten by the

@@ -248,10 +248,20 @@ def _ensure_lock_file(path: Path) -> Path:
 
 def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[str, Any]) -> EvalResult:
     """Turn what the sandbox saw into an EvalResult, deciding the stage and who is to blame."""
+    extra_flags = ["left_processes"] if outcome.leftover_processes else []
+    failed = _failure_without_report(outcome, config, common, extra_flags)
+    if failed is not None:
+        return failed
+    return _result_from_report(outcome, common, extra_flags)
+
+
+def _failure_without_report(
+    outcome: WorkerOutcome, config: EvalConfig, common: dict[str, Any], extra_flags: list[str]
+) -> EvalResult | None:
+    """The verdict when the worker's own report cannot be used: forged, killed, or never sent."""
     stage = outcome.last_stage
     ours = stage not in CANDIDATE_STAGES
     compiled = stage not in ("setup", "compile")
-    extra_flags = ["left_processes"] if outcome.leftover_processes else []
     if outcome.forged_messages:
         # Only candidate code writes to the channel without the token; nothing it sent is believed.
         return EvalResult(
@@ -302,7 +312,13 @@ def outcome_to_result(outcome: WorkerOutcome, config: EvalConfig, common: dict[s
             flags=extra_flags,
             **common,
         )
+    return None
 
+
+def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_flags: list[str]) -> EvalResult:
+    """The worker's report as an EvalResult, with the speedups computed here."""
+    data = outcome.result or {}
+    compiled = outcome.last_stage not in ("setup", "compile")
     timing = data.get("timing") or {}
     baseline = data.get("baseline") or {}
     eager = baseline.get("eager") or {}

@@ -17,6 +17,10 @@ value), so a branch cannot launder an op through a name.
 What it does not do: judge anything (the rules are kevin.gate.rules's), read C++ (kevin.gate.native
 does), or follow what it cannot see: objects built by code it does not model, `*args`, computed
 `getattr`, values that travel through containers it did not build. Those come back as None (unknown).
+
+Why one module of ~650 lines: it is one class, `Resolver`, whose methods recurse into each other
+(binding a scope resolves expressions, resolving an expression builds scopes) over shared state;
+split across files it would read worse, not better.
 """
 
 from __future__ import annotations

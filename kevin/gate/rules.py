@@ -15,6 +15,10 @@
 
 What it does not do: import or run the candidate, or judge what a kernel computes (the evaluator's
 dynamic checks do); the limits of the type guessing it relies on are listed in kevin.gate.
+
+Why one module of ~600 lines: `Gate` and the `_Scan` visitor it drives apply one rule list to one
+tree; each rule is a short method, and the order of the rules (whole-file, compute path, kernels)
+is the module's order.
 """
 
 from __future__ import annotations
