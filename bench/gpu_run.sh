@@ -11,6 +11,7 @@
 #               PLAIN_JOBS at once (builds overlap, GPU work one at a time), for the verdict check;
 #               merge with the cold pass: copy throughput_plain.json beside throughput_cold.json and
 #               run bench/eval_throughput.py --report-only --out <that dir>
+#   isolation   bench/isolation_cost.py --backend cuda: per-stage cost of the judge/runner split
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 # The parallel steps share kevin's device lock in /tmp, so none of them times while another runs
@@ -25,7 +26,7 @@ OUT="${OUT:-bench/results}"
 STEPS=" ${STEPS:-build tests} "
 mkdir -p "$OUT"
 # A warm machine may still run workers of an earlier call cut short: they would hold the device lock.
-pkill -KILL -f "kevin[.]worker" 2>/dev/null || true
+pkill -KILL -f "kevin[.]evaluator[.]worker" 2>/dev/null || true
 has() { [[ "$STEPS" == *" $1 "* ]]; }
 {
   date -u
@@ -65,6 +66,9 @@ if has plain; then
   pids+=($!)
 fi
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
+if has isolation; then
+  $limit python3 bench/isolation_cost.py --backend cuda --out "$OUT" > "$OUT/isolation_cost.log" 2>&1
+fi
 if has agreement; then
   $limit python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
 fi
@@ -74,5 +78,6 @@ has bundled && { echo "== bundled set"; tail -16 "$OUT/bundled_cuda.txt"; }
 has adversarial && { echo "== adversarial"; grep -E " -> |dynamic only|cheats" "$OUT/adversarial.log" | tail -30; }
 has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
 has plain && { echo "== plain pass"; tail -8 "$OUT/plain_pass.log"; }
+has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 exit 0

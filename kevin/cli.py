@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kevin.evaluator.commands",
     "kevin.evaluator.batch",
     "kevin.rl.metrics",
+    "kevin.train.cli",
 )
 
 

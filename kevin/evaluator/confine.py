@@ -1,47 +1,64 @@
-"""What the worker does to itself before any candidate code exists, and what it checks afterwards.
+"""Confinement of the process that runs candidate code, and the checks made on it from outside.
 
-`kevin.evaluator.worker` runs candidate code in its own process, so anything the worker can do, the
-candidate can do too. This module narrows that before the candidate is imported:
+Two generations live here. The current worker confines itself (`confine_worker`):
 
-  channel      the parent's pipe is moved to a random high, close-on-exec descriptor (compilers and
-               children never inherit it; `sys.argv` no longer names it), and every message carries
-               the job's channel token, which reached the worker in the job file (read and deleted
-               before the candidate is imported). The parent (kevin.evaluator.sandbox) drops and counts any
-               line without the token: a candidate that writes its own verdict to the pipe is caught
-               as tampering instead of being believed.
-  writes       Landlock (Linux 5.13+, unprivileged): from here on this process and its children may
-               create, write, rename or delete files only under the job directory, the build cache
-               and /dev/shm, and write to the device lock file and existing device files (and, for a
-               CUDA job, existing /proc files: the CUDA driver names its threads there). Kevin's
-               baseline cache, the user's files and /tmp are read-only to the candidate. With
-               Landlock ABI 6+ it also cannot signal processes outside the worker (the supervisor,
-               other workers).
-  children     the worker is a child subreaper: a daemon the candidate detaches (double fork,
-               setsid, empty environment) is re-parented to the worker, so `descendants()` finds it
-               after the candidate's stages and the supervisor finds it by walking the tree.
+  channel      the parent's pipe is moved to a random high, close-on-exec descriptor, and every
+               message carries the job's token; the parent (kevin.evaluator.sandbox) drops and
+               counts any line without it.
+  writes       Landlock (`confine_writes`): writes only under the job directory, the build cache
+               and /dev/shm, device files and (CUDA) /proc.
+  children     a child subreaper: `descendants()` finds detached daemons for `kill_descendants`.
 
-What this does not stop: code in this process that reads its memory (frames, gc, ctypes, native
-code) can find the channel token and the pipe and forge messages; only moving the judging out of
-the candidate's process would close that (the static gate rejects the introspection it can see).
-Without Landlock (old kernels, seccomp profiles that block it) writes outside the job directory are
-not prevented; `confine_writes` returns 0 and the result records it. Reads are not restricted (the
-candidate needs torch), nor is the network. A candidate that detaches a daemon and then kills the
-worker before the tree walk leaves an orphan re-parented above the worker; a PID namespace or a
-cgroup around the worker (the deployment's job) is the complete answer.
+What that does not stop (issue 13 demonstrated each): code in the worker reads the token from its
+memory and forges messages; a `clone(CLONE_PARENT)` daemon is the worker's sibling, outside the
+tree walk; reads are not confined (another job's job file, the baseline cache, lock files); native
+threads and priority changes go unseen.
+
+The runner of the judge/runner split is confined from outside and before candidate code exists:
+
+  spawn_confined   the runner in a PID namespace of its own (kevin.evaluator.nsinit is its init),
+                   with its own /proc; when the runner exits, on `kill()`, or when the spawner
+                   dies, the kernel kills every process in the namespace, however it detached.
+                   Without privilege, a user namespace holds it; without either, a subreaper and a
+                   tree kill, said in `.pid_namespace`/`.reason` and logged once.
+  lock_down        no_new_privs; Landlock reads limited to the Python installation, kevin, system
+                   directories, the job directory and the build cache (read-only), writes to the
+                   job directory and a short list of device files (and /proc for CUDA), no TCP,
+                   signals and abstract unix sockets scoped to the runner; no capabilities; the
+                   seccomp filter of kevin.evaluator.seccomp_filter (namespaces, mounts, ptrace,
+                   CLONE_PARENT, priorities and affinity of others, kernel interfaces: EPERM).
+                   Given to `spawn_confined(lock=...)` it applies before the runner's exec, so
+                   every thread the runner ever has is under it.
+  os_thread_count, scheduling_state
+                   what a trusted process reads from /proc after the candidate ran: OS threads
+                   (native ones included), nice value, scheduler policy and affinity per thread.
+
+What the runner's confinement does not stop: anything inside the runner's own process (its memory,
+its outputs: the judge must not believe what the runner says about itself); UDP and connections
+to named unix sockets (Landlock's network rules here cover TCP); reading files the allow-list grants
+(other build-cache entries when the whole cache is readable, /etc, /sys); the CPU and GPU time it
+spends (a cgroup's job); with `lock_down` called in-process, threads that existed before it, on
+kernels without Landlock TSYNC (ABI 8), keep full file access and their capabilities (reported as
+`landlock_all_threads: False`). The runner still runs as root on the GPU machine: with its
+capabilities gone and the filter in place, what is left of root is file ownership (root's files
+under the allowed paths) and, for CUDA jobs, writes to the namespace's own /proc (its /proc/sys
+and /proc/sysrq-trigger are mounted read-only there; without the namespace's /proc, lock_down
+warns).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import hmac
-import json
+import errno
 import os
-import secrets
 import signal
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
+
+# json, hmac, secrets, logging are imported where used: nsinit imports this module in the
+# runner's process just before its exec, where every millisecond is paid per evaluation.
 
 _write = os.write  # bound before any candidate code exists
 
@@ -63,6 +80,7 @@ class Channel:
         # A random descriptor number in the upper half of what the process may open, close-on-exec.
         import fcntl
         import resource
+        import secrets
 
         limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1 << 16)
         self.fd = fcntl.fcntl(
@@ -72,6 +90,8 @@ class Channel:
         self._token = token
 
     def send(self, message: dict[str, Any]) -> None:
+        import json
+
         data = (json.dumps(dict(message, auth=self._token), default=str) + "\n").encode()
         while data:
             written = _write(self.fd, data)
@@ -80,6 +100,8 @@ class Channel:
 
 def authentic(message: dict[str, Any], token: str) -> bool:
     """Whether a channel message carries the job's token (constant-time comparison)."""
+    import hmac
+
     auth = message.get("auth")
     return isinstance(auth, str) and hmac.compare_digest(auth.encode(), token.encode())
 
@@ -242,3 +264,574 @@ def confine_worker(job: dict[str, Any]) -> dict[str, Any]:
         # candidate out of other processes' /proc/<pid>/mem.
         files.append("/proc")
     return {"landlock_abi": confine_writes(dirs, files), "subreaper": become_subreaper()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The runner's confinement: a PID namespace around it, and lock_down before candidate code.
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    """One warning per process and kind of shortfall: never silent, never a flood."""
+    if key not in _warned:
+        import logging
+
+        _warned.add(key)
+        logging.getLogger(__name__).warning("%s", message)
+
+
+# Landlock rights (include/uapi/linux/landlock.h) beyond the write rights above.
+_EXECUTE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 2, 1 << 3
+_MAKE_CHAR, _MAKE_BLOCK = 1 << 6, 1 << 11
+_IOCTL_DEV = 1 << 15
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV  # what a file rule may carry
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX = 1 << 0
+_RESTRICT_TSYNC = 1 << 3  # ABI 8: every thread of the process, not only the caller
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+
+# /dev entries the runner may use (read, write, ioctl): the usual character devices and the
+# NVIDIA ones. Not /dev itself: that would cover /dev/shm (other processes' shared memory, the
+# judge's too), block devices and raw controllers a root process could read the disk through,
+# terminals (/dev/tty, /dev/pts) and /dev/vsock. Descriptors the runner inherits are not affected.
+_DEVICES = ("null", "zero", "full", "random", "urandom", "nvidia*")
+
+
+class LockDown(NamedTuple):
+    """What a runner may touch once candidate code can run.
+
+    job_dir      read and write (create, rename, delete; no device nodes); everything else is
+                 read-only or out of reach.
+    build_cache  read-only (the build broker writes it). Better the job's own entries than the
+                 whole cache: every other entry is another candidate's code.
+    readable     extra read-only paths (another Python installation, data the job reads).
+    writable     extra writable directories; keep them per job (a TRITON_CACHE_DIR or TMPDIR
+                 shared between jobs is a cache the next job trusts).
+    devices      extra /dev entry names (shell patterns) beside `_DEVICES`.
+    cuda         /proc writable: the CUDA driver names its threads in /proc/self/task/*/comm and
+                 cuInit fails (error 304) when it cannot.
+    confine_reads  Landlock read rules (off: writes only, as `confine_writes`).
+    network      TCP bind/connect allowed (off: denied where Landlock has network rules, ABI 4+,
+                 and AF_INET/AF_INET6 sockets refused by the seccomp filter).
+    unix_sockets AF_UNIX sockets may be made (on with `cuda`: the CUDA driver makes one in cuInit
+                 and fails with error 304 without it). Landlock does not confine connect() to a
+                 named unix socket, so with them a root runner reaches any socket file it can
+                 name (systemd's, a container runtime's); keep such sockets off the GPU machine.
+    seccomp, drop_capabilities  the seccomp filter (kevin.evaluator.seccomp_filter) and an empty
+                 capability set (effective, permitted, inheritable, ambient and bounding).
+    """
+
+    job_dir: str
+    build_cache: str | None = None
+    readable: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    cuda: bool = False
+    confine_reads: bool = True
+    network: bool = False
+    unix_sockets: bool = False
+    seccomp: bool = True
+    drop_capabilities: bool = True
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def readable_roots(policy: LockDown) -> list[str]:
+    """Every path the runner may read (before `policy.readable`): the running Python, its
+    site-packages, kevin's own package, the system's directories and the job's."""
+    import site
+    import sysconfig
+
+    roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    # The virtual environment by its executable's path too: under `python -S` (nsinit) sys.prefix
+    # is the base installation, site.py being what reads pyvenv.cfg.
+    for executable in (os.path.abspath(sys.executable), os.path.realpath(sys.executable)):
+        roots.append(os.path.dirname(os.path.dirname(executable)))
+    roots += [
+        path
+        for key, path in sysconfig.get_paths().items()
+        if key in ("stdlib", "platstdlib", "purelib", "platlib")
+    ]
+    with contextlib.suppress(AttributeError):
+        roots += site.getsitepackages() + [site.getusersitepackages()]
+    roots += [
+        path for path in sys.path if os.path.basename(path.rstrip("/")) in ("site-packages", "dist-packages")
+    ]
+    roots.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the kevin package
+    roots += [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/lib32",
+        "/bin",
+        "/sbin",
+        "/etc",
+        "/proc",
+        "/sys",
+        "/opt",
+        "/usr/local",
+    ]
+    roots.append(policy.job_dir)
+    if policy.build_cache:
+        roots.append(policy.build_cache)
+    return list(dict.fromkeys(os.path.abspath(path) for path in roots if path))
+
+
+def _device_entries(patterns: Iterable[str]) -> list[str]:
+    import fnmatch
+    import stat
+
+    found = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir("/dev")):
+            path = os.path.join("/dev", name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISBLK(mode) or stat.S_ISLNK(mode) or name in ("shm", "mqueue"):
+                continue
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+                found.append(path)
+    return found
+
+
+def _within(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _add_path_rule(libc: Any, ruleset: int, path: str, rights: int) -> bool:
+    """A rule that `path` (and, for a directory, everything beneath) grants `rights`; False when the
+    path does not exist. Rights a file cannot carry are dropped for a file."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            rights &= _FILE_RIGHTS
+        if not rights:
+            return True
+        rule = _PathBeneath(rights, fd)
+        if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
+    return True
+
+
+def _landlock(policy: LockDown, libc: Any, notes: list[str]) -> dict[str, Any]:
+    done: dict[str, Any] = {
+        "landlock_abi": 0, "writes_confined": False, "reads_confined": False,
+        "network_confined": False, "signals_scoped": False, "landlock_all_threads": False,
+    }  # fmt: skip
+    abi = libc.syscall(
+        _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+    )
+    if abi < 1:
+        notes.append(f"no Landlock ({os.strerror(ctypes.get_errno())}): reads and writes are not confined")
+        return done
+    handled = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_ALL
+    handled |= (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) | (_IOCTL_DEV if abi >= 5 else 0)
+    if policy.confine_reads:
+        handled |= _READ
+    network = _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 and not policy.network else 0
+    scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX if abi >= 6 else 0
+    fields = [handled] + ([network] if abi >= 4 else []) + ([scoped] if abi >= 6 else [])
+    attr = (ctypes.c_uint64 * len(fields))(*fields)
+    ruleset = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0)
+    if ruleset < 0:
+        notes.append(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}: nothing confined")
+        return done
+    write_dir = handled & ~(_READ | _MAKE_CHAR | _MAKE_BLOCK | _IOCTL_DEV)  # no device nodes anywhere
+    device = (_READ_FILE | _READ_DIR | _WRITE_FILE | _TRUNCATE | _IOCTL_DEV) & handled
+    try:
+        if policy.confine_reads:
+            for path in [*readable_roots(policy), *policy.readable]:
+                _add_path_rule(libc, ruleset, path, handled & _READ)
+        for path in [policy.job_dir, *policy.writable]:
+            _add_path_rule(libc, ruleset, path, handled & (write_dir | _READ))
+        for path in _device_entries(_DEVICES + tuple(policy.devices)):
+            _add_path_rule(libc, ruleset, path, device)
+        if policy.cuda:
+            _add_path_rule(libc, ruleset, "/proc", handled & (_WRITE_FILE | _TRUNCATE | _READ))
+        threads = os_thread_count()
+        flags = _RESTRICT_TSYNC if abi >= 8 else 0
+        if libc.syscall(_SYS_RESTRICT_SELF, ruleset, flags) != 0:
+            notes.append(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}: nothing confined")
+            return done
+    finally:
+        os.close(ruleset)
+    done.update(
+        landlock_abi=int(abi),
+        writes_confined=True,
+        reads_confined=policy.confine_reads,
+        network_confined=bool(network) or policy.network,
+        signals_scoped=bool(scoped),
+        landlock_all_threads=bool(flags) or threads == 1,
+    )
+    if policy.confine_reads:
+        granted = [*readable_roots(policy), *policy.readable]
+        parent = os.path.dirname(os.path.abspath(policy.job_dir.rstrip("/")))
+        above = [root for root in granted if _within(parent, root)]
+        if above:
+            notes.append(f"the job directory's siblings are readable: its parent is under {above[0]}")
+    if abi < 4 and not policy.network:
+        notes.append(f"Landlock ABI {abi} has no network rules: TCP is not confined")
+    if abi < 6:
+        notes.append(f"Landlock ABI {abi} cannot scope signals or abstract unix sockets")
+    if not done["landlock_all_threads"]:
+        notes.append(
+            f"Landlock ABI {abi} confines the calling thread only: {threads - 1} thread(s) started "
+            "before lock_down keep full file access (start the runner with spawn_confined(lock=...))"
+        )
+    return done
+
+
+def _drop_capabilities(libc: Any, notes: list[str]) -> bool:
+    """Empty every capability set of this thread, the bounding set included (so that no exec,
+    even as uid 0, gets one back)."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as handle:
+            last = int(handle.read())
+    except (OSError, ValueError):
+        last = 63
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(last + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: checked below
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable} words, all zero
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), data) != 0:
+        notes.append(f"capset: {os.strerror(ctypes.get_errno())}: capabilities kept")
+        return False
+    # The bounding set matters to a uid-0 process only (an exec as root gets it back); without
+    # CAP_SETPCAP it cannot be emptied, and no_new_privs keeps file capabilities out anyway.
+    sets = ("CapEff", "CapPrm", "CapInh", "CapAmb") + (("CapBnd",) if os.geteuid() == 0 else ())
+    status = _status_fields("thread-self")
+    if any(int(status.get(key, "0"), 16) for key in sets):
+        notes.append(
+            "capabilities left after dropping them: " + ", ".join(f"{key} {status.get(key)}" for key in sets)
+        )
+        return False
+    others = [
+        tid for tid in os.listdir("/proc/self/task")
+        if int(_status_fields(f"self/task/{tid}").get("CapEff", "0"), 16)
+    ]  # fmt: skip
+    if others:
+        notes.append(f"{len(others)} thread(s) started before lock_down keep their capabilities")
+    return True
+
+
+def _status_fields(which: str) -> dict[str, str]:
+    fields = {}
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{which}/status") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+    return fields
+
+
+def _lock_down(policy: LockDown) -> tuple[dict[str, Any], list[str]]:
+    from kevin.evaluator import seccomp_filter
+
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    notes: list[str] = []
+    if not os.path.isdir(policy.job_dir):
+        raise FileNotFoundError(errno.ENOENT, "lock_down: no job directory", policy.job_dir)
+    done: dict[str, Any] = {"threads": os_thread_count()}
+    done["no_new_privs"] = libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+    if not done["no_new_privs"]:
+        notes.append(f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
+    done.update(_landlock(policy, libc, notes))
+    done["capabilities_dropped"] = _drop_capabilities(libc, notes) if policy.drop_capabilities else False
+    if policy.seccomp:
+        unix = policy.unix_sockets or policy.cuda
+        done["seccomp"], shortfall = seccomp_filter.install(network=policy.network, unix=unix)
+        if shortfall:
+            notes.append(f"seccomp: {shortfall}")
+    else:
+        done["seccomp"] = False
+    if policy.cuda and os.getuid() == 0 and not os.statvfs("/proc/sys").f_flag & os.ST_RDONLY:
+        notes.append("/proc is writable for CUDA and /proc/sys is not read-only: root may set sysctls")
+    done["degraded"] = notes
+    return done, notes
+
+
+def lock_down(policy: LockDown) -> dict[str, Any]:
+    """Confine this process before any candidate code is imported: no_new_privs, Landlock (reads
+    limited to `readable_roots`, writes to the job directory and device files, TCP denied, signals
+    and abstract unix sockets scoped to the domain), no capabilities, then the seccomp filter.
+    Irreversible. Returns what was applied; every shortfall (old kernel, unknown architecture,
+    threads started earlier) is listed under "degraded" and logged once per process.
+
+    Landlock and capabilities are per thread: threads that exist now stay outside them unless the
+    kernel has Landlock TSYNC (ABI 8). Call it before torch starts its thread pools, or better,
+    give the policy to `spawn_confined(lock=...)`, which applies it before the runner's exec."""
+    done, notes = _lock_down(policy)
+    for note in notes:
+        _warn_once(note.split(":")[0], f"lock_down: {note}")
+    return done
+
+
+def lock_down_marshal(policy: bytes) -> bytes:
+    """`lock_down` for a policy and a result in `marshal` form, logging nothing: what nsinit's
+    target runs before its exec (marshal needs no import, both ends run the same interpreter)."""
+    import marshal
+
+    fields = {
+        key: tuple(value) if isinstance(value, list) else value
+        for key, value in marshal.loads(policy).items()
+    }
+    return marshal.dumps(_lock_down(LockDown(**fields))[0])
+
+
+def os_thread_count(pid: int | None = None) -> int:
+    """OS threads of a process (this one when None), native threads included."""
+    return len(os.listdir(f"/proc/{'self' if pid is None else pid}/task"))
+
+
+_POLICIES = {
+    0: "SCHED_OTHER",
+    1: "SCHED_FIFO",
+    2: "SCHED_RR",
+    3: "SCHED_BATCH",
+    5: "SCHED_IDLE",
+    6: "SCHED_DEADLINE",
+}
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            cpus += range(int(low), int(high) + 1)
+        elif part.strip():
+            cpus.append(int(part))
+    return cpus
+
+
+def scheduling_state(pid: int | None = None) -> dict[str, Any]:
+    """Nice value, scheduler policy and CPU affinity of a process (this one when None), read from
+    /proc so a trusted process can check a runner from outside. The top-level values are the main
+    thread's; `threads` maps each thread id to its own, and `uniform` says whether they all agree."""
+    base = f"/proc/{'self' if pid is None else pid}/task"
+    threads: dict[int, dict[str, Any]] = {}
+    for tid in sorted(os.listdir(base), key=int):
+        try:
+            with open(f"{base}/{tid}/stat", "rb") as handle:
+                data = handle.read()
+            fields = data[data.rfind(b")") + 2 :].split()
+            affinity = _cpu_list(_status_fields(f"{base[6:]}/{tid}").get("Cpus_allowed_list", ""))
+        except OSError:
+            continue  # the thread ended meanwhile
+        policy = int(fields[38])
+        threads[int(tid)] = {
+            "nice": int(fields[16]),
+            "policy": _POLICIES.get(policy, str(policy)),
+            "rt_priority": int(fields[37]),
+            "affinity": affinity,
+        }
+    leader = pid if pid is not None else int(os.readlink("/proc/self"))  # the main thread's id
+    main = threads.get(leader) or (threads[min(threads)] if threads else {})
+    return dict(main, threads=threads, uniform=all(state == main for state in threads.values()))
+
+
+class ConfinedProcess:
+    """A process started by `spawn_confined`, and everything it ever starts.
+
+    pid            the target's pid as the spawner sees it (the namespace's init's, in the rare
+                   case the target ended before it could be found)
+    init_pid       the namespace's init (0 without a namespace); supervisor_pid: nsinit's S
+    pid_namespace  whether the target runs in a PID namespace of its own; reason: why not, or how
+    proc           "fresh" when the namespace has its own /proc, else why not
+    lockdown       what `lock_down` applied before the target's exec (None without `lock`)
+    returncode     the target's: its exit code, or -N for signal N (-9 after `kill`)
+    """
+
+    def __init__(self, popen: Any, life: int, report: dict[str, Any]) -> None:
+        self._popen, self._life = popen, life
+        self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
+        self.supervisor_pid = popen.pid
+        self.pid = int(report.get("pid", popen.pid))
+        self.init_pid = int(report.get("init", 0))
+        self.pid_namespace = report.get("namespace", "none") != "none"
+        self.reason = report.get("reason", "")
+        self.proc = report.get("proc", "")
+        self.lockdown: dict[str, Any] | None = report.get("lock")
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def _release(self) -> None:
+        if self._life >= 0 and self._popen.returncode is not None:
+            os.close(self._life)
+            self._life = -1
+
+    def poll(self) -> int | None:
+        code = self._popen.poll()
+        self._release()
+        return code
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The target's status once the whole namespace is gone (subprocess.TimeoutExpired past
+        `timeout`)."""
+        code = self._popen.wait(timeout)
+        self._release()
+        return code
+
+    def kill(self, grace: float = 5.0) -> None:
+        """Kill the target and everything it started; return once they are gone (the supervisor
+        is killed outright if it has not finished within `grace` seconds)."""
+        import subprocess
+
+        if self._popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._popen.send_signal(signal.SIGTERM)  # nsinit SIGKILLs the namespace's init
+            try:
+                self._popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._popen.kill()  # its init then dies by PR_SET_PDEATHSIG, and the namespace
+                self._popen.wait()
+        self._release()
+
+    def __enter__(self) -> ConfinedProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.kill()
+
+
+def spawn_confined(
+    argv: list[str],
+    *,
+    pass_fds: Iterable[int] = (),
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    lock: LockDown | None = None,
+    pid_namespace: bool = True,
+    fresh_proc: bool = True,
+    startup_timeout: float = 60.0,
+) -> ConfinedProcess:
+    """Start `argv` (execvp: PATH is searched) so that it and everything it ever starts can be killed
+    as a whole: in a PID namespace of its own whose init is kevin.evaluator.nsinit (see there), with
+    a fresh /proc in a mount namespace of its own (`fresh_proc`: without it the target would see the
+    spawner's /proc, where its own pids mean other processes). The namespace dies when the target
+    exits, on `kill()`, and when the spawner dies.
+
+    `lock` applies `lock_down(lock)` in the target just before its exec, so that every thread the
+    runner ever has (torch's pools, the CUDA driver's) is under it; the result is `.lockdown`.
+    Without privilege a user namespace holds the PID namespace; where neither can be made, the
+    target runs under a subreaper that kills its whole subtree (`pid_namespace=False` and `reason`
+    say so, and one warning per process is logged). Raises OSError when argv cannot be executed.
+    Spawn from a long-lived thread: from the main thread nsinit is also tied to it by
+    PR_SET_PDEATHSIG; from any thread, the end of a pipe only this process holds stops it."""
+    import marshal
+    import subprocess
+    import threading
+
+    fds = [int(fd) for fd in pass_fds]
+    report_read, report_write = os.pipe()
+    life_read, life_write = os.pipe()
+    internal = [report_write, life_read]
+    lock_read = -1
+    if lock is not None:
+        lock_read, lock_write = os.pipe()
+        _write(lock_write, marshal.dumps(dict(lock._asdict())))  # far below a pipe's buffer
+        os.close(lock_write)
+        internal.append(lock_read)
+    main_thread = threading.current_thread() is threading.main_thread()
+    command = [
+        sys.executable, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.py"),
+        f"--spawner={os.getpid()}", f"--report={report_write}", f"--life={life_read}", f"--lock={lock_read}",
+        f"--fds={','.join(map(str, fds))}", f"--pdeathsig={int(main_thread)}",
+        f"--namespace={int(pid_namespace)}", f"--proc={int(fresh_proc)}", f"--root={_package_root()}",
+        "--", *argv,
+    ]  # fmt: skip
+    try:
+        popen = subprocess.Popen(
+            command, pass_fds=(*internal, *fds), env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
+        )
+    except BaseException:
+        os.close(report_read)
+        os.close(life_write)
+        raise
+    finally:
+        for fd in internal:
+            os.close(fd)
+    try:
+        report = _read_report(report_read, startup_timeout)
+    except BaseException:
+        popen.kill()
+        popen.wait()
+        os.close(life_write)
+        raise
+    finally:
+        os.close(report_read)
+    process = ConfinedProcess(popen, life_write, report)
+    failure = report.get("failure")
+    if failure:
+        process.kill()
+        if failure.startswith("exec "):
+            code = int(failure.split()[1])
+            raise OSError(code, os.strerror(code), argv[0])
+        raise RuntimeError(f"spawn_confined({argv[0]}): {failure}")
+    if pid_namespace and not process.pid_namespace:
+        _warn_once("pid_namespace", f"spawn_confined: no PID namespace ({process.reason}); "
+                   "the runner's tree is killed by walking it, which a process that kills its supervisor escapes")  # fmt: skip
+    elif fresh_proc and process.pid_namespace and not process.proc.startswith("fresh"):
+        _warn_once("proc", f"spawn_confined: the namespace keeps the spawner's /proc ({process.proc})")
+    elif process.pid_namespace and process.proc.startswith("fresh ("):
+        _warn_once("proc-ro", f"spawn_confined: /proc {process.proc}")
+    for note in (process.lockdown or {}).get("degraded", []):
+        _warn_once(note.split(":")[0], f"lock_down: {note}")
+    return process
+
+
+def _read_report(fd: int, timeout: float) -> dict[str, Any]:
+    """nsinit's lines up to `ready`: `key value` pairs; exec/error lines become `failure`."""
+    import marshal
+    import select
+    import time
+
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    while not buffer.endswith(b"ready\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError(f"the confined process did not start within {timeout} s")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buffer += chunk
+    report: dict[str, Any] = {}
+    for line in buffer.decode(errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        if key == "lock":
+            report["lock"] = marshal.loads(bytes.fromhex(value))
+        elif key in ("exec", "error"):
+            report.setdefault("failure", line)
+        else:
+            report[key] = value
+    if "ready" not in report:
+        report.setdefault(
+            "failure",
+            "error the supervisor ended before it was ready: " + buffer.decode(errors="replace")[-300:],
+        )
+    return report

@@ -42,6 +42,9 @@ from kevin.tasks import Task
 BACKENDS = ("cuda", "cpp")
 PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+TIMING_PROTOCOL = "judge-cycle/1"
+"""How baselines are measured (kevin.evaluator.worker.timed); part of the baseline cache key, so a
+baseline timed another way is never compared with a candidate timed this way."""
 CANDIDATE_STAGES = ("compile", "correctness", "timing")
 """A deadline or memory blow-up in these stages is the candidate's; elsewhere it is ours."""
 
@@ -357,7 +360,7 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
         if eager.get("median_ms"):
             result.baseline_ms = eager["median_ms"]
             result.speedup = eager["median_ms"] / timing["median_ms"]
-        if _escapes_clock(timing, eager):
+        if timing.get("clock") == "cuda_event" and _escapes_clock(timing, eager):
             result.flags.append("clock_escape")
         if compiled_stats.get("median_ms"):
             result.baseline_compile_ms = compiled_stats["median_ms"]
@@ -413,6 +416,7 @@ def _baseline_cache_file(task: Task, config: EvalConfig) -> Path:
             dataclasses.asdict(config.timing),
             config.trials,
             config.cpu_threads,
+            TIMING_PROTOCOL,
         ],
         sort_keys=True,
     )

@@ -18,9 +18,15 @@ of that API. So kevin first tries a fast build of the very same sources:
   call (its own ninja-file writer), less torch's include and library directories; ninja builds
   both objects in parallel.
 
-Anything the light headers do not cover fails to compile, and the caller (kevin.evaluator.build) then runs
-the real `load_inline`, so a candidate that builds under plain `load_inline` still builds, and
-compile errors shown to the model always come from the real build. What a fast-built extension
+`compile_library` builds and links only (kevin.evaluator.broker uses it in the judge, which must
+never load candidate code); `build` also writes the legacy manifest and loads the result (the
+in-process path of kevin.evaluator.build.install). `load` reads a manifest that other processes may
+have written: its name must be an identifier naming `<directory>/<name>.so`, a regular file, so it
+cannot point into another entry (BadManifest otherwise).
+
+Anything the light headers do not cover fails to compile, and the caller (kevin.evaluator.build or
+the broker) then runs the real `load_inline`, so a candidate that builds under plain `load_inline`
+still builds, and compile errors shown to the model always come from the real build. What a fast-built extension
 computes is the candidate's own code plus torch's, through the shim.
 
 What this does not cover (it falls back instead): functions not declared with simple types
@@ -45,10 +51,13 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -304,21 +313,24 @@ def _import_file(name: str, path: Path) -> Any:
     return module
 
 
+def shim_build_arguments(name: str, directory: Path) -> dict[str, Any]:
+    """The `torch.utils.cpp_extension.load` call that builds the shim."""
+    cuda = _torch_cuda()
+    return {
+        "name": name,
+        "sources": [str(SHIM_SOURCE)],
+        "extra_cflags": ["-O2"] + (["-DKEVIN_SHIM_CUDA"] if cuda else []),
+        "build_directory": str(directory),
+        "with_cuda": cuda,
+        "verbose": False,
+    }
+
+
 def _build_shim(name: str, directory: Path) -> None:
+    """Build the shim in this process (torch's load, which also imports it)."""
     from torch.utils import cpp_extension
 
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    cuda = _torch_cuda()
-    cpp_extension.load(
-        name=name,
-        sources=[str(SHIM_SOURCE)],
-        extra_cflags=["-O2"] + (["-DKEVIN_SHIM_CUDA"] if cuda else []),
-        build_directory=str(directory),
-        with_cuda=cuda,
-        verbose=False,
-    )
-    (directory / ".kevin-complete").touch()
+    cpp_extension.load(**shim_build_arguments(name, directory))
 
 
 def shim_root(cache_root: Path) -> Path:
@@ -327,37 +339,71 @@ def shim_root(cache_root: Path) -> Path:
     return cache_root.parent / "shims"
 
 
-def ensure_shim(cache_root: Path) -> Shim:
-    """The shim for this toolchain: built once (under a lock) with the real headers, then imported.
-    kevin.evaluator.worker calls this before confining itself; a confined process can only import it."""
+def shim_library(cache_root: Path, builder: Callable[[str, Path], None] | None = None) -> Path:
+    """The shim's library for this toolchain, built once under a lock, not loaded here.
+
+    `builder(name, directory)` builds it into the (fresh) directory: kevin.evaluator.broker passes one
+    that builds in a throwaway process; the default builds in this process, which imports it."""
     key = shim_key()
-    if key in _SHIMS:
-        return _SHIMS[key]
     name = f"kevin_shim_{key}"
     root = shim_root(cache_root)
     directory = root / key
-    library = directory / f"{name}.so"
     if not (directory / ".kevin-complete").exists():
         with locked(root / ".locks" / f"{key}.lock"):
             if not (directory / ".kevin-complete").exists():
-                _build_shim(name, directory)
-    module = sys.modules.get(name) or _import_file(name, library)
-    shim = Shim(path=library, module=module)
+                shutil.rmtree(directory, ignore_errors=True)
+                directory.mkdir(parents=True)
+                (builder or _build_shim)(name, directory)
+                (directory / ".kevin-complete").touch()
+    return directory / f"{name}.so"
+
+
+def load_shim(library: Path) -> Shim:
+    """Import a built shim (its module name is its file's stem)."""
+    key = str(library)
+    if key not in _SHIMS:
+        name = library.stem
+        module = sys.modules.get(name) or _import_file(name, library)
+        _SHIMS[key] = Shim(path=library, module=module)
+    return _SHIMS[key]
+
+
+def ensure_shim(cache_root: Path) -> Shim:
+    """The shim for this toolchain: built once (under a lock) with the real headers, then imported.
+    The legacy worker (kevin.evaluator.build.install) calls this before confining itself; a confined
+    process can only import it."""
+    key = shim_key()
+    if key in _SHIMS:
+        return _SHIMS[key]
+    shim = load_shim(shim_library(cache_root))
     _SHIMS[key] = shim
     return shim
 
 
 @contextlib.contextmanager
-def locked(path: Path):
-    """Hold an exclusive flock on `path` (made if missing) for the block: one builder per key."""
+def locked(path: Path, timeout: float | None = None):
+    """Hold an exclusive flock on `path` (made if missing) for the block: one builder per key.
+
+    With `timeout`, give up after that many seconds (TimeoutError) instead of waiting for ever: a
+    process that can open the lock file can hold it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        if timeout is None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"lock {path.name} held for more than {timeout:.0f} s") from None
+                    time.sleep(0.05)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
 
 
 # -- building ------------------------------------------------------------------------------------
@@ -449,12 +495,65 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def build(plan: Plan, directory: Path, cache_root: Path) -> Any:
-    """Build `plan` in `directory` with the light headers and load it; FastBuildFailed if it does not build."""
+_ENVIRONMENT_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def environment(overrides: dict[str, str] | None) -> Iterator[None]:
+    """Set environment variables for the block (torch's ninja writer reads TORCH_CUDA_ARCH_LIST);
+    one block at a time in this process."""
+    if not overrides:
+        yield
+        return
+    with _ENVIRONMENT_LOCK:
+        saved = {name: os.environ.get(name) for name in overrides}
+        os.environ.update(overrides)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def run_killable(
+    command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """Run a build command in its own process group; on timeout kill the group. (returncode, output)"""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        text = output.decode(errors="replace")
+        return -signal.SIGKILL, text + f"\nkevin: build stopped after {timeout:.0f} s"
+    return process.returncode, output.decode(errors="replace")
+
+
+def compile_library(
+    plan: Plan,
+    directory: Path,
+    shim_path: Path,
+    timeout: float | None = None,
+    overrides: dict[str, str] | None = None,
+) -> Path:
+    """Build `plan` in (a fresh) `directory` with the light headers, linked to the shim at
+    `shim_path`; nothing is loaded. The library's path, or FastBuildFailed / NotEligible."""
     ninja = shutil.which("ninja")
     if ninja is None:
         raise NotEligible("ninja not found")
-    shim = ensure_shim(cache_root)
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     # The same text load_inline writes, except the binding block.
@@ -467,27 +566,75 @@ def build(plan: Plan, directory: Path, cache_root: Path) -> Any:
         )
         _write(directory / "cuda.cu", cuda)
         sources.append(str(directory / "cuda.cu"))
-    _write(directory / "build.ninja", _rewrite(_ninja_flags(plan, directory, sources), shim))
+    with environment(overrides):
+        flags = _ninja_flags(plan, directory, sources)
+    _write(directory / "build.ninja", _rewrite(flags, Shim(path=shim_path, module=None)))
+    returncode, output = run_killable([ninja, "-C", str(directory)], directory, timeout)
+    if returncode != 0:
+        raise FastBuildFailed(output[-4000:])
+    return directory / f"{plan.name}.so"
+
+
+def build(plan: Plan, directory: Path, cache_root: Path) -> Any:
+    """Build `plan` in `directory` with the light headers and load it; FastBuildFailed if it does not build.
+    (The legacy in-process path of kevin.evaluator.build.install; the broker uses `compile_library`.)"""
+    shim = ensure_shim(cache_root)
     started = time.perf_counter()
-    done = subprocess.run([ninja, "-C", str(directory)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise FastBuildFailed((done.stdout + done.stderr)[-4000:])
+    compile_library(plan, directory, shim.path)
     manifest = {"name": plan.name, "functions": plan.functions, "seconds": time.perf_counter() - started}
     (directory / MANIFEST).write_text(json.dumps(manifest))
     return load(directory, cache_root)
 
 
+_SIGNATURE = re.compile(r"[TLvdlb]:[Tdflib]{0,16}")
+
+
+class BadManifest(Exception):
+    """A fast build's manifest that does not describe a library inside its own directory."""
+
+
+def _checked_functions(functions: Any) -> dict[str, str]:
+    if not isinstance(functions, dict) or not functions:
+        raise BadManifest("functions must be a non-empty mapping")
+    for function, signature in functions.items():
+        if not (isinstance(function, str) and function.isidentifier()):
+            raise BadManifest(f"bad function name {function!r}")
+        if not (isinstance(signature, str) and _SIGNATURE.fullmatch(signature)):
+            raise BadManifest(f"bad signature {signature!r} for {function}")
+    return functions
+
+
 def load(directory: Path, cache_root: Path) -> Any:
-    """The module of a completed fast build: its bound functions call the thunks through the shim."""
+    """The module of a completed fast build: its bound functions call the thunks through the shim.
+
+    The manifest is data from a directory others may have written: its name must be an identifier
+    (the library is `<directory>/<name>.so`, a regular file, not a link), so it cannot point into
+    another entry."""
     manifest = json.loads((directory / MANIFEST).read_text())
-    shim = ensure_shim(cache_root)
-    name = manifest["name"]
+    if not isinstance(manifest, dict):
+        raise BadManifest("not a JSON object")
+    name = manifest.get("name")
+    if not (isinstance(name, str) and name.isidentifier()):
+        raise BadManifest(f"name {name!r} is not an identifier")
     library_path = directory / f"{name}.so"
+    if (
+        library_path.is_symlink()
+        or not library_path.is_file()
+        or library_path.resolve().parent != directory.resolve()
+    ):
+        raise BadManifest(f"{library_path} is not a library file inside {directory}")
+    return load_library(
+        library_path, name, _checked_functions(manifest.get("functions")), ensure_shim(cache_root)
+    )
+
+
+def load_library(library_path: Path, name: str, functions: dict[str, str], shim: Shim) -> Any:
+    """Load a fast-built library and return its module (functions calling the thunks through `shim`)."""
     library = ctypes.CDLL(str(library_path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
     module = types.ModuleType(name, f"kevin fast build of {name}")
     module.__file__ = str(library_path)
     module._kevin_library = library  # keeps the library loaded for the module's lifetime
-    for function, signature in manifest["functions"].items():
+    for function, signature in functions.items():
         address = ctypes.cast(getattr(library, f"kevin_thunk_{function}"), ctypes.c_void_p).value
         setattr(module, function, functools.partial(shim.module.call, function, address, signature))
     return module

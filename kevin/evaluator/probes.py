@@ -27,46 +27,28 @@ outputs (`tensor_subclass`, `deferred_write`)
     An output that is not a plain tensor could compute lazily when the checker reads it; an output
     that changes after the call returned (and the device was synchronized) was written by work the
     clock did not see.
-namespaces and modes (`tampering`)
-    The identity of every callable in torch's main namespaces, the `time` module, torch.cuda.Event
-    and kevin's own modules (the worker's `__main__` among them), and the depth of torch's function
-    and dispatch mode stacks, taken before the candidate is imported and compared twice: before the
-    inputs are drawn (a replaced `torch.rand` could hand the candidate inputs of its choosing) and
-    after the candidate is gone, before anything is compared (a rebound `compare`, a patched clock,
-    or a TorchFunctionMode / TorchDispatchMode left entered, which intercepts the comparison's own
-    torch calls without replacing any attribute, could pass anything).
-dispatcher (`tampering`)
-    Every operator's dispatch table (torch._C._dispatch_dump: the kernel registered for each
-    dispatch key and where it was registered), taken with the namespaces and compared at the same
-    two points. A kernel replaced for a key that had one (a `TORCH_LIBRARY_IMPL(aten, CPU, m)` in
-    the extension, a `torch::Library` made at run time, `torch.library.Library("aten", "IMPL")`)
-    would run inside the reference and the baseline, which come after the candidate in the same
-    process: answers of its choosing, or a slow baseline. Flagged too: a key gained by an existing
-    operator of the `aten`/`prims` namespaces (a CUDA kernel would take precedence over a composite
-    one), except `Meta`, which torch's own modules add lazily. New operators, and new keys of other
-    namespaces' operators, are allowed (torch adds those lazily; a candidate may define its own
-    ops).
 physical bound (`impossible_speedup`)
     The inputs must be read from device memory at least once per call (the timing loop writes fresh
     content and flushes the L2 before each call): a runtime under half of input bytes over peak
     bandwidth is impossible for an honest kernel.
 
+These run in the runner, the candidate's own process (kevin.evaluator.worker.runner), and report
+to the judge: a candidate whose native code reaches the Python runtime could suppress them (the
+build broker's symbol check and the static gate stand in the way). They can only add flags. What
+the candidate does to its own process no longer reaches the reference, the comparison or the
+baseline, which run elsewhere, so patches of torch, its dispatcher or kevin's modules are not
+checked here any more: they can only change the candidate's own outputs, which the judge compares.
+
 What these do not catch: library work reached without the dispatcher (a candidate that dlopens
-cuBLAS itself: the static gate rejects that text), C-level patches of torch's code or of a kernel
-already registered (writing over its machine code or its function pointers: identities, mode
-stacks and dispatch tables do not change), precision loss smaller than the ratio, work hidden in
-other processes that never touch the device while timed, and FLOP bounds (only bytes are
-bounded).
+cuBLAS itself: the static gate and the broker's symbol check reject that), precision loss smaller
+than the ratio, and FLOP bounds (only bytes are bounded).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import os
-import sys
 import time
-from collections.abc import Iterable
 from typing import Any
 
 LIBRARY_SHARE_LIMIT = 0.5
@@ -92,111 +74,11 @@ ALLOWED_OPS = frozenset(
 )
 
 
-def namespace_snapshot(torch: Any, own_modules: Iterable[str] = ()) -> dict[str, dict[str, int]]:
-    """Identity of every callable in the torch namespaces a problem's code relies on, the clocks,
-    and the modules named in `own_modules` (those loaded), plus the depth of torch's mode stacks."""
-    spaces: dict[str, Any] = {
-        "torch": torch,
-        "torch.nn.functional": torch.nn.functional,
-        "torch.Tensor": torch.Tensor,
-        "torch._C._TensorBase": torch._C.TensorBase,
-        "torch._C._VariableFunctions": torch._C._VariableFunctions,
-        "torch.nn.Module": torch.nn.Module,
-        "torch.cuda": torch.cuda,
-        "torch.cuda.Event": torch.cuda.Event,
-        "time": time,
-    }
-    spaces.update({name: sys.modules[name] for name in own_modules if name in sys.modules})
-    torch_dir = os.path.dirname(torch.__file__) + os.sep
-    snapshot = {
-        name: {key: _identity(value, torch_dir) for key, value in _members(space) if callable(value)}
-        for name, space in spaces.items()
-    }
-    # A mode entered and left on the stack is not an attribute: count the stack instead.
-    snapshot["torch modes"] = {
-        "function_mode_stack_depth": torch._C._len_torch_function_stack(),
-        "dispatch_mode_stack_depth": torch._C._len_torch_dispatch_stack(),
-    }
-    return snapshot
-
-
-def _identity(value: Any, torch_dir: str) -> int:
-    """id() of a callable, seen through wrappers made by torch's own code: importing torch._dynamo
-    (the profiler does) replaces torch.manual_seed with torch._disable_dynamo(torch.manual_seed),
-    which behaves as the original. A wrapper written anywhere else is a different function."""
-    for _ in range(4):
-        try:
-            inner = getattr(value, "__wrapped__", None)
-            filename = value.__code__.co_filename
-        except Exception:
-            break
-        if inner is None or not filename.startswith(torch_dir):
-            break
-        value = inner
-    return id(value)
-
-
-def _members(space: Any) -> list[tuple[str, Any]]:
-    try:
-        return list(vars(space).items())
-    except TypeError:  # a built-in namespace object without __dict__
-        # dunder attributes here are bound methods, new objects on every lookup: not comparable.
-        return [(key, getattr(space, key, None)) for key in dir(space) if not key.startswith("__")]
-
-
-def namespace_changes(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[str]:
-    """Entries replaced or removed since `before` (new entries, such as lazily imported submodules, are fine)."""
-    return [
-        f"{space}.{key}"
-        for space, entries in before.items()
-        for key, ident in entries.items()
-        if after.get(space, {}).get(key) != ident
-    ]
-
-
 GUARDED_NAMESPACES = ("aten", "prims", "prim")
 """Operators whose dispatch keys may not grow either: the reference's own compute."""
 LAZY_KEYS = frozenset({"Meta"})
 """Keys torch's own modules register lazily for existing operators (seen: c10d ops on first import)."""
 _REGISTERED = ": registered at "
-
-
-def dispatch_snapshot(torch: Any) -> dict[str, str]:
-    """Every operator's dispatch table as the dispatcher prints it (~3,600 operators, ~0.1 s)."""
-    dump = torch._C._dispatch_dump
-    return {name: dump(name) for name in torch._C._dispatch_get_all_op_names()}
-
-
-def _kernels(table: str) -> dict[str, str]:
-    """Dispatch key -> where its kernel was registered, and its signature; overridden kernels appear
-    under `KEY (inactive)`. The header (name, schema, the schema's `debug`) is left out."""
-    kernels = {}
-    for line in table.splitlines():
-        key, found, site = line.partition(_REGISTERED)
-        if found and key != "debug":
-            kernels[key] = site
-    return kernels
-
-
-def dispatch_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """Operators whose kernels were replaced or removed since `before`, or (aten/prims) that gained
-    a dispatch key other than Meta: `aten::relu [CPU]`."""
-    changed = []
-    for name, table in before.items():
-        now = after.get(name)
-        if now == table:
-            continue
-        if now is None:
-            changed.append(f"{name} (unregistered)")
-            continue
-        old, new = _kernels(table), _kernels(now)
-        guarded = name.split("::", 1)[0] in GUARDED_NAMESPACES
-        for key in sorted(old.keys() | new.keys()):
-            if key in old and old[key] != new.get(key):
-                changed.append(f"{name} [{key}]")
-            elif key not in old and (key.endswith("(inactive)") or (guarded and key not in LAZY_KEYS)):
-                changed.append(f"{name} [{key}]")
-    return changed
 
 
 def _device_us(event: Any) -> float:
@@ -398,6 +280,18 @@ def bandwidth_floor_ms(inputs: list[Any], device_name: str) -> float | None:
         return None
     total = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
     return total / (peak * 1e9) * 1e3
+
+
+def bandwidth_floor_for_bytes(input_bytes: int, device_name: str) -> float | None:
+    """`bandwidth_floor_ms` from a byte count (sized on the meta device, nothing allocated)."""
+    peak = next((bw for key, bw in PEAK_BANDWIDTH_GBS.items() if key in device_name), None)
+    if peak is None:
+        return None
+    return input_bytes / (peak * 1e9) * 1e3
+
+
+TRACE_FLAGS = ("library_kernels", "no_custom_kernel", "side_stream")
+"""The flags `trace_forward` raises."""
 
 
 def impossible(runtime_ms: float, floor_ms: float | None) -> bool:

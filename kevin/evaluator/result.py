@@ -36,6 +36,8 @@ BLOCKING_FLAGS: frozenset[str] = frozenset(
         "extra_threads",
         "deferred_write",
         "tensor_subclass",
+        "deferred_work",
+        "left_processes",
     }
 )
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator.confine import authentic, kill_descendants
+from kevin.evaluator.confine import authentic, descendants, kill_descendants
 from kevin.evaluator.result import truncate_middle
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -91,6 +91,7 @@ class Limits:
             "timing": 180.0,
             "reference": 120.0,
             "baseline": 300.0,
+            "calibrate": 120.0,
             "done": 30.0,
         }
     )
@@ -166,27 +167,35 @@ def run_worker(
     workdir = Path(tempfile.mkdtemp(prefix="kevin-job-", dir=workdir_root))
     token = secrets.token_hex(16)
     channel_token = secrets.token_hex(32)
-    job = dict(job, max_file_bytes=limits.max_file_bytes, channel_token=channel_token)
-    job_path = workdir / "job.json"
-    job_path.write_text(json.dumps(job))
+    job = dict(
+        job,
+        max_file_bytes=limits.max_file_bytes,
+        area_bytes=limits.host_memory_bytes // 2,
+        channel_token=channel_token,
+    )
     log_path = workdir / "worker.log"
     read_fd, write_fd = os.pipe()
+    job_read, job_write = os.pipe()
     started = time.monotonic()
     try:
         with open(log_path, "wb") as log_file:
             process = subprocess.Popen(
-                [sys.executable, "-m", "kevin.evaluator.worker", str(job_path), str(write_fd)],
+                [sys.executable, "-m", "kevin.evaluator.worker", str(job_read), str(write_fd)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
                 env=scrubbed_env(workdir, token, env_extra),
                 start_new_session=True,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, job_read),
                 close_fds=True,
             )
         os.close(write_fd)
-        write_fd = -1
+        os.close(job_read)
+        write_fd = job_read = -1
+        # The job (secret seed, channel token) travels on a pipe only this worker holds, never a file.
+        _send_job(job_write, job)
+        job_write = -1
         try:
             outcome = _supervise(process, read_fd, limits, channel_token)
         except BaseException:
@@ -204,11 +213,22 @@ def run_worker(
         outcome.log = _read_log(log_path, limits.log_chars)
         return outcome
     finally:
-        if write_fd >= 0:
-            os.close(write_fd)
+        for fd in (write_fd, job_read, job_write):
+            if fd >= 0:
+                os.close(fd)
         os.close(read_fd)
         if not keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _send_job(fd: int, job: dict[str, Any]) -> None:
+    """Write the job and close the pipe; a worker that died before reading it is seen by the
+    supervisor as a death, not raised here."""
+    try:
+        with open(fd, "wb", closefd=True) as pipe:
+            pipe.write(json.dumps(job).encode())
+    except BrokenPipeError:
+        pass
 
 
 def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits, channel_token: str) -> WorkerOutcome:
@@ -296,11 +316,14 @@ def _pids() -> list[int]:
 
 
 def _session_rss_bytes(session: int) -> int:
+    """Resident memory of the worker's session and of every process below the worker (its runners
+    live in sessions and PID namespaces of their own, but stay below it in the process tree)."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
+    below = set(descendants(session))
     for pid in _pids():
         stat = _proc_stat(pid)
-        if stat is None or stat[1] != session:
+        if stat is None or (stat[1] != session and pid not in below):
             continue
         try:
             with open(f"/proc/{pid}/statm", "rb") as handle:

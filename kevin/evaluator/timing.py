@@ -89,6 +89,11 @@ class TimingStats:
     control_gap_ms: float = 0.0
     """Median (host wall - event) of empty calls timed right after, under the same load: the host's
     own launch and wake-up gap (`Timer.control_gap_ms`); 0 when not measured."""
+    overhead_ms: float = 0.0
+    """`judge_cycle` clock: the cycle overhead subtracted from every call (refill, flush, sync,
+    signalling), measured in the runner before any candidate code existed."""
+    block: int = 1
+    """`judge_cycle` clock: calls per block; `median_ms` is the median of the block means."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +118,27 @@ def summarize(times_ms: list[float], walls_ms: list[float], clock: str) -> Timin
         wall_median_ms=_quantile(sorted(walls_ms), 0.5),
         wall_minus_event_ms=_quantile(gaps, 0.5),
         clock=clock,
+    )
+
+
+def summarize_cycles(cycle_ms: list[float], overhead_ms: float, block: int) -> TimingStats:
+    """Stats of calls timed by the judge's clock (kevin.evaluator.worker.timed): each call's time is
+    its cycle less the overhead; `median_ms` is the median of the means of `block` consecutive
+    calls (one block per call when there are fewer than 4 blocks' worth)."""
+    floor = 1e-6
+    times = [max(c - overhead_ms, floor) for c in cycle_ms]
+    stats = summarize(times, cycle_ms, "judge_cycle")
+    if len(times) < 4 * block:
+        block = 1
+    means = [statistics.fmean(times[i : i + block]) for i in range(0, len(times) - block + 1, block)]
+    return TimingStats(
+        **{
+            **asdict(stats),
+            "median_ms": _quantile(sorted(means), 0.5),
+            "wall_minus_event_ms": 0.0,
+            "overhead_ms": overhead_ms,
+            "block": block,
+        }
     )
 
 

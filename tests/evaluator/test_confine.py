@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevin.evaluator import confine, inputs, probes
+from kevin.evaluator import confine, inputs
 from kevin.evaluator.sandbox import Limits, _supervise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,43 +181,8 @@ def test_timed_inputs_are_fresh_values_not_rows_seen_before():
     assert torch.equal(first, buffers[0])
 
 
-def test_the_snapshot_sees_modes_clocks_and_kevins_own_functions():
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    import kevin.evaluator.compare
-
-    own = ["kevin.evaluator.compare"]
-    before = probes.namespace_snapshot(torch, own)
-    assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == []
-    with TorchFunctionMode():
-        assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == [
-            "torch modes.function_mode_stack_depth"
-        ]
-    with TorchDispatchMode():
-        assert probes.namespace_changes(before, probes.namespace_snapshot(torch, own)) == [
-            "torch modes.dispatch_mode_stack_depth"
-        ]
-    real_compare, real_clock = kevin.evaluator.compare.compare, time.perf_counter_ns
-    try:
-        kevin.evaluator.compare.compare = lambda *a: {"ok": True}
-        time.perf_counter_ns = lambda: 0
-        changed = probes.namespace_changes(before, probes.namespace_snapshot(torch, own))
-    finally:
-        kevin.evaluator.compare.compare, time.perf_counter_ns = real_compare, real_clock
-    assert sorted(changed) == ["kevin.evaluator.compare.compare", "time.perf_counter_ns"]
 
 
-def test_a_wrapper_made_by_torch_itself_is_not_tampering_but_one_made_elsewhere_is():
-    before = probes.namespace_snapshot(torch)
-    real = torch.manual_seed
-    try:
-        torch.manual_seed = torch._disable_dynamo(real)  # what importing torch._dynamo does
-        assert probes.namespace_changes(before, probes.namespace_snapshot(torch)) == []
-        torch.manual_seed = torch._disable_dynamo(lambda seed: None)
-        assert probes.namespace_changes(before, probes.namespace_snapshot(torch)) == ["torch.manual_seed"]
-    finally:
-        torch.manual_seed = real
 
 
 def _workers_of(parent: int) -> list[int]:
@@ -280,3 +245,57 @@ def test_a_worker_dies_with_its_supervisor(tmp_path):
         assert not alive, "the worker outlived its supervisor"
     finally:
         supervisor.kill()
+
+
+def test_the_seccomp_program_assembles_for_x86_64_and_aarch64():
+    from kevin.evaluator import seccomp_filter
+
+    for machine in ("x86_64", "aarch64"):
+        program = seccomp_filter.program(machine)
+        assert program[0] == (0x20, 0, 0, 4), "the first instruction loads the architecture"
+        assert all(0 <= jt <= 255 and 0 <= jf <= 255 for _, jt, jf, _ in program)
+        assert any(op == 0x45 and k == seccomp_filter.CLONE_DENIED for op, _, _, k in program)  # jset
+        assert program[-2:] == [(0x06, 0, 0, 0x00050000 | 1), (0x06, 0, 0, 0x00050000 | 38)]  # EPERM, ENOSYS
+        assert "jset" in seccomp_filter.describe(machine)
+    assert seccomp_filter.CLONE_DENIED & 0x00008000 and seccomp_filter.CLONE_DENIED & 0x10000000
+
+
+def test_the_readable_roots_hold_python_and_kevin_but_not_the_jobs_parent(tmp_path):
+    job = tmp_path / "jobs" / "a"
+    policy = confine.LockDown(job_dir=str(job), build_cache=str(tmp_path / "builds"))
+    roots = confine.readable_roots(policy)
+    assert str(job) in roots and str(tmp_path / "builds") in roots
+    assert sys.prefix in roots and str(REPO / "kevin") in roots
+    assert not any(confine._within(str(job.parent), root) for root in roots)
+
+
+def test_os_threads_and_scheduling_state_are_read_from_proc():
+    import threading
+
+    before = confine.os_thread_count()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert confine.os_thread_count() == before + 1
+        assert confine.os_thread_count(os.getpid()) == before + 1
+        state = confine.scheduling_state()
+        assert len(state["threads"]) == before + 1 and state["uniform"]
+        assert state["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+        assert state["affinity"] == sorted(os.sched_getaffinity(0))
+        assert state["policy"] == "SCHED_OTHER"
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_lock_down_without_its_job_directory_fails_before_confining(tmp_path):
+    done = _python(f"""
+        from kevin.evaluator import confine
+        try:
+            confine.lock_down(confine.LockDown(job_dir={str(tmp_path / "missing")!r}))
+        except FileNotFoundError:
+            print("refused", open("/proc/self/status").read().count("NoNewPrivs:\\t0"))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused", "1"]

@@ -8,7 +8,6 @@ The static gate is off: these tests are about the sandbox, the checker and the c
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import time
 from pathlib import Path
@@ -26,9 +25,7 @@ DATA = Path(__file__).parents[1] / "data" / "eval"
 
 CPP = r"""
 #include <torch/extension.h>
-#include <chrono>
 #include <cstdio>
-#include <thread>
 
 torch::Tensor scale_relu(torch::Tensor x, double scale) {
     auto input = x.contiguous();
@@ -83,16 +80,6 @@ torch::Tensor low_precision(torch::Tensor x, double scale) { // right formula, 1
     return out;
 }
 
-torch::Tensor deferred(torch::Tensor x, double scale) {     // returns at once, writes the answer later
-    auto input = x.contiguous();
-    auto out = torch::zeros_like(input);
-    std::thread([input, out, scale]() mutable {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        out.copy_(scale_relu(input, scale));
-    }).detach();
-    return out;
-}
-
 torch::Tensor spam(torch::Tensor x, double scale) {
     for (int i = 0; i < 200000; ++i) std::printf("spam spam spam spam spam spam spam spam %d\n", i);
     std::fflush(stdout);
@@ -110,7 +97,6 @@ FUNCTIONS = [
     "lib_relu",
     "zeros",
     "low_precision",
-    "deferred",
 ]
 
 
@@ -183,7 +169,7 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert result.blame == "none" and result.flags == []
     assert result.speedup is not None and result.speedup > 0
     assert result.runtime_ms > 0 and result.baseline_ms > 0
-    assert result.timing["n"] >= 10 and result.timing["clock"] == "perf_counter"
+    assert result.timing["n"] >= 10 and result.timing["clock"] == "judge_cycle"
     assert result.correctness["trials_passed"] == config.trials + config.distribution_trials
     assert "correct" in result.feedback.lower()
     assert_clean(tmp_path)
@@ -288,19 +274,13 @@ def test_mutated_inputs_are_flagged_and_not_rewarded(task, config):
     assert not result.passed
 
 
-def test_child_processes_are_killed(task, config, tmp_path):
-    # The worker may write only inside its job directory: the pid goes there, kept for reading.
-    prelude = (
-        "import subprocess\n"
-        "_child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-        "open('child.pid', 'w').write(str(_child.pid))\n"
-    )
-    config = dataclasses.replace(config, keep_workdir=True)
+def test_child_processes_are_killed(task, config):
+    # Pids inside the runner's PID namespace mean nothing outside it: the child is found by a
+    # marker in its command line.
+    prelude = "import subprocess\n_child = subprocess.Popen(['sleep', '304'], start_new_session=True)\n"
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
-    (pid_file,) = tmp_path.glob("kevin-job-*/child.pid")
-    pid = int(pid_file.read_text())
     assert "left_processes" in result.flags and not result.passed
-    assert not _alive(pid), "a process started by the candidate outlived the evaluation"
+    assert _marked("sleep\x00304") == [], "a process started by the candidate outlived the evaluation"
 
 
 def test_broken_reference_is_blamed_on_infrastructure(config):
@@ -315,15 +295,19 @@ def test_broken_reference_is_blamed_on_infrastructure(config):
     assert not result.passed
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
+def _marked(marker: str) -> list[int]:
+    """Processes whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
 
 
 def test_signal_name_helper():
@@ -332,12 +316,12 @@ def test_signal_name_helper():
     assert WorkerOutcome(result=None, last_stage="x", returncode=-signal.SIGSEGV).signal_name == "SIGSEGV"
 
 
-def test_patching_torch_at_import_is_tampering(task, config):
+def test_patching_torch_in_the_candidates_process_does_not_reach_the_judges_inputs(task, config):
     # Under a naive harness this makes every input zero, where a do-nothing kernel is "correct".
+    # The judge draws its own inputs in its own process: the do-nothing kernel is simply wrong.
     prelude = "_real_randn = torch.randn\ntorch.randn = lambda *a, **k: torch.zeros(*a, **k)\n"
-    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
-    assert "tampering" in result.flags and not result.passed
-    assert "torch.randn" in result.error
+    result = evaluate(task, candidate("zeros", prelude=prelude), config)
+    assert result.stage == "correctness" and not result.passed
 
 
 def test_thread_started_at_import_is_rejected(task, config):
@@ -398,7 +382,9 @@ def test_shortcut_that_holds_only_for_the_problem_distribution_fails(config):
     positive = Task.from_source(source, id="positive", name="positive")
     result = evaluate(positive, candidate("scale_only"), config)
     assert result.stage == "correctness"
-    assert result.correctness["trials"] == config.trials + config.distribution_trials
+    # Every trial on the problem's own distribution passed; the first shifted one failed.
+    assert result.correctness["trials"] == config.trials + 1
+    assert result.correctness["trials_passed"] == config.trials
 
 
 def test_lower_precision_is_flagged_under_loose_tolerances(task, config):
@@ -410,9 +396,33 @@ def test_lower_precision_is_flagged_under_loose_tolerances(task, config):
     assert "lower_precision" not in honest.flags
 
 
-def test_output_written_after_return_is_a_deferred_write(task, config):
-    result = evaluate(task, candidate("deferred"), config)
-    assert "deferred_write" in result.flags and not result.passed
+DEFERRED_CPP = r"""
+#include <torch/extension.h>
+#include <chrono>
+#include <thread>
+
+torch::Tensor deferred(torch::Tensor x, double scale) {     // returns at once, writes the answer later
+    auto input = x.contiguous();
+    auto out = torch::zeros_like(input);
+    std::thread([input, out, scale]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        out.copy_(torch::relu(input * scale));
+    }).detach();
+    return out;
+}
+"""
+
+
+def test_a_kernel_that_writes_its_output_from_a_thread_after_returning_is_refused_at_build(task, config):
+    # The output_flags probe (deferred_write) caught this at run time; the build broker's symbol
+    # check now refuses a library that can start native threads at all, before it is loaded.
+    source = candidate("deferred").replace(
+        f"load_inline(name=\"kevin_test_ext\", cpp_sources={CPP!r}, functions={FUNCTIONS!r})",
+        f"load_inline(name=\"kevin_test_deferred\", cpp_sources={DEFERRED_CPP!r}, functions=['deferred'])",
+    )
+    result = evaluate(task, source, config)
+    assert result.stage == "compile" and not result.passed
+    assert "native threads" in result.error and "thread" in result.error
 
 
 def test_tensor_subclass_output_is_flagged(task, config):
@@ -440,28 +450,57 @@ def test_a_verdict_forged_on_the_channel_is_tampering(task, config):
         "os._exit(0)\n"
     )
     result = evaluate(task, candidate("zeros", prelude=prelude), config)
-    assert result.stage == "runtime" and "tampering" in result.flags and not result.passed
+    assert result.stage in ("compile", "runtime") and not result.passed
     assert result.speedup is None
 
 
-def test_a_torch_function_mode_left_entered_is_tampering(task, config):
-    prelude = "from torch.overrides import TorchFunctionMode\nTorchFunctionMode().__enter__()\n"
-    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
-    assert "tampering" in result.flags and not result.passed
-    assert "function_mode_stack_depth" in result.error
+def test_lines_written_to_the_judges_socket_are_tampering(task, config):
+    # The candidate's process holds one socket, to the judge: whatever it writes there is a
+    # broken protocol, never a verdict.
+    prelude = (
+        "import json, os\n"
+        "_forged = {'ok': True, 'event': 'result', 'result': {'stage': 'ok', 'correct': True}}\n"
+        "for _fd in os.listdir('/proc/self/fd'):\n"
+        "    try:\n"
+        "        if int(_fd) > 2 and os.readlink(f'/proc/self/fd/{_fd}').startswith('socket:'):\n"
+        "            os.write(int(_fd), (json.dumps(_forged) + '\\n').encode())\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    result = evaluate(task, candidate("zeros", prelude=prelude), config)
+    assert "tampering" in result.flags and not result.passed and result.speedup is None
 
 
-def test_rebinding_kevins_comparison_while_running_is_tampering(task, config):
-    body = "        import sys\n        sys.modules['kevin.evaluator.compare'].compare = lambda *a: {'ok': True}\n"
+def test_a_torch_mode_that_lies_about_comparisons_stays_in_the_candidates_process(task, config):
+    # A mode left entered intercepts every torch call of its process: comparisons included. The
+    # comparison happens in the judge, which never ran the candidate's code.
+    prelude = (
+        "from torch.overrides import TorchFunctionMode\n"
+        "class _Liar(TorchFunctionMode):\n"
+        "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+        "        if getattr(func, '__name__', '') in ('allclose', 'equal', 'isclose'):\n"
+        "            return True\n"
+        "        return func(*args, **(kwargs or {}))\n"
+        "_Liar().__enter__()\n"
+    )
+    result = evaluate(task, candidate("zeros", prelude=prelude), config)
+    assert result.stage == "correctness" and not result.passed
+
+
+def test_rebinding_kevins_comparison_in_the_candidates_process_changes_nothing(task, config):
+    body = (
+        "        import sys, kevin.evaluator.compare\n"
+        "        sys.modules['kevin.evaluator.compare'].compare = lambda *a: {'ok': True}\n"
+    )
     result = evaluate(task, candidate("zeros", body=body), config)
-    assert "tampering" in result.flags and not result.passed
-    assert "kevin.evaluator.compare.compare" in result.error
+    assert result.stage == "correctness" and not result.passed
 
 
-def test_a_patched_clock_is_tampering(task, config):
-    prelude = "import time\ntime.perf_counter_ns = lambda: 0\n"
+def test_a_clock_patched_in_the_candidates_process_does_not_time_it(task, config):
+    # The judge's clock times every call, from another process.
+    prelude = "import time\ntime.perf_counter_ns = lambda: 0\ntime.perf_counter = lambda: 0.0\n"
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
-    assert "tampering" in result.flags and "time.perf_counter_ns" in result.error
+    assert result.passed and result.runtime_ms > 0 and result.timing["clock"] == "judge_cycle"
 
 
 def test_a_changed_thread_count_is_global_state_and_its_baseline_is_not_cached(task, config):
@@ -489,8 +528,8 @@ def test_writes_outside_the_job_directory_are_denied(task, config):
     assert not target.exists()
 
 
-def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candidate(task, config, tmp_path):
-    # Leaves the session and the sandbox token behind: only the worker's subreaper tree finds it.
+def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candidate(task, config):
+    # Leaves the session and the sandbox token behind: the runner's PID namespace still holds it.
     prelude = (
         "import os\n"
         "_child = os.fork()\n"
@@ -498,16 +537,13 @@ def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candi
         "    os.setsid()\n"
         "    if os.fork():\n"
         "        os._exit(0)\n"
-        "    open('daemon.pid', 'w').write(str(os.getpid()))\n"
-        "    os.execve('/bin/sleep', ['sleep', '300'], {})\n"
+        "    os.execve('/bin/sleep', ['sleep', '305'], {})\n"
         "os.waitpid(_child, 0)\n"
     )
-    config = dataclasses.replace(config, keep_workdir=True)
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
-    (pid_file,) = tmp_path.glob("kevin-job-*/daemon.pid")
     assert "left_processes" in result.flags and not result.passed
     assert "left 1 process" in result.error
-    assert not _alive(int(pid_file.read_text())), "the daemon outlived the evaluation"
+    assert _marked("sleep\x00305") == [], "the daemon outlived the evaluation"
 
 
 def test_a_baseline_cached_while_an_evaluation_ran_is_used_not_timed_again(task, config, monkeypatch):

@@ -136,12 +136,14 @@ FUNCTIONS = [
 ]
 
 
-def candidate(call: str, body: str = "", name: str = "kevin_test_cuda_ext", cuda: str = CUDA_SRC) -> str:
+def candidate(
+    call: str, body: str = "", name: str = "kevin_test_cuda_ext", cuda: str = CUDA_SRC, prelude: str = ""
+) -> str:
     return f"""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
-
+{prelude}
 ext = load_inline(name={name!r}, cpp_sources={CPP_DECL!r}, cuda_sources={cuda!r}, functions={FUNCTIONS!r})
 
 
@@ -200,9 +202,13 @@ def test_honest_cuda_candidate(task, config):
     result = evaluate(task, candidate("scale_relu"), config)
     assert result.stage == "ok", result.error + result.log
     assert result.passed and result.flags == []
-    assert result.timing["clock"] == "cuda_event"
+    assert result.timing["clock"] == "judge_cycle"
     assert 0.3 < result.speedup < 5, result.speedup
     assert "H" in result.device or result.device  # the GPU's name is recorded
+    # The candidate ran in a runner of its own: a PID namespace, locked down before it started.
+    confinement = result.checks["confinement"]
+    assert confinement["pid_namespace"] is True
+    assert confinement["lockdown"]["seccomp"] and confinement["lockdown"]["reads_confined"]
 
 
 def test_wrong_cuda_candidate(task, config):
@@ -245,12 +251,14 @@ def test_cuda_compile_error(task, config):
     assert "undeclared_symbol" in result.feedback
 
 
-def test_work_on_another_stream_escapes_the_event_clock_and_is_flagged(task, config):
+def test_work_on_another_stream_is_inside_the_judges_clock_and_is_flagged(task, config):
+    # The runner synchronizes the whole device before it answers, and the judge's clock runs until
+    # then: twenty kernels on a side stream cost what twenty kernels cost.
+    honest = evaluate(task, candidate("scale_relu"), config)
     result = evaluate(task, candidate("side_stream"), config)
     assert result.correct
-    assert result.timing["wall_minus_event_ms"] > 0.05
-    assert "clock_escape" in result.flags and not result.passed
-    assert "side_stream" in result.flags
+    assert result.runtime_ms > 5 * honest.runtime_ms, (result.runtime_ms, honest.runtime_ms)
+    assert "side_stream" in result.flags and not result.passed
 
 
 def test_one_short_kernel_on_another_stream_is_flagged_by_the_trace(task, config):
@@ -258,3 +266,38 @@ def test_one_short_kernel_on_another_stream_is_flagged_by_the_trace(task, config
     assert result.correct
     assert "side_stream" in result.flags and not result.passed
     assert result.checks["trace"]["side_streams"]
+
+
+ESCAPES = r"""
+import ctypes, json, os
+_attempts = {}
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_child = _libc.syscall(56, 0x00008000 | 17, 0, 0, 0, 0)  # clone(CLONE_PARENT | SIGCHLD)
+if _child == 0:
+    os.execv("/bin/sleep", ["sleep", "303"])
+_attempts["clone_parent"] = [int(_child), ctypes.get_errno()]
+try:
+    _attempts["sibling_jobs"] = len(os.listdir(os.path.dirname(os.path.dirname(os.getcwd()))))
+except OSError as _exc:
+    _attempts["sibling_jobs"] = "denied"
+try:
+    os.open("/dev/shm/kevin-probe", os.O_CREAT | os.O_WRONLY)
+    _attempts["dev_shm"] = "written"
+except OSError:
+    _attempts["dev_shm"] = "denied"
+open("attempts.json", "w").write(json.dumps(_attempts))
+"""
+
+
+def test_the_runner_is_confined_on_the_gpu_too(task, config, tmp_path):
+    import dataclasses
+    import json
+
+    config = dataclasses.replace(config, keep_workdir=True)
+    result = evaluate(task, candidate("scale_relu", prelude=ESCAPES), config)
+    assert result.stage == "ok", result.error + result.log
+    (report,) = tmp_path.glob("kevin-job-*/runner1/attempts.json")
+    attempts = json.loads(report.read_text())
+    assert attempts["clone_parent"] == [-1, 1]  # EPERM: no child of the supervisor's
+    assert attempts["sibling_jobs"] == "denied" and attempts["dev_shm"] == "denied"

@@ -341,6 +341,54 @@ def test_a_compile_error_reads_as_the_real_builds(cache_root):
     assert "not_a_method" in str(error) and "/fast/" not in str(error) and "kevin_lite" not in str(error)
 
 
+ATTACKER = "torch::Tensor double_it(torch::Tensor x) { return torch::zeros_like(x); }"
+
+
+@pytest.mark.slow
+def test_a_fast_manifest_that_leaves_its_directory_is_refused(cache_root, tmp_path):
+    """Issue 13, attack 3 as demonstrated: an honest entry's `fast/kevin-fast.json` rewritten with
+    the name `../../<the attacker's entry>/...`; `load` used to follow it (and the honest candidate
+    then computed zeros)."""
+    attacker = fastbuild.build(
+        fastbuild.plan(
+            _arguments(name="kevin_fastbuild_attacker", cpp_sources=ATTACKER, functions=["double_it"])
+        ),
+        tmp_path / "attacker" / "fast",
+        cache_root,
+    )
+    honest = tmp_path / "honest" / "fast"
+    fastbuild.build(
+        fastbuild.plan(
+            _arguments(name="kevin_fastbuild_victim", cpp_sources=HONEST, functions=["double_it"])
+        ),
+        honest,
+        cache_root,
+    )
+    assert attacker.double_it(torch.ones(2)).sum() == 0
+    manifest = json.loads((honest / fastbuild.MANIFEST).read_text())
+    manifest["name"] = "../../attacker/fast/kevin_fastbuild_attacker"
+    (honest / fastbuild.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(fastbuild.BadManifest, match="not an identifier"):
+        fastbuild.load(honest, cache_root)
+    manifest.update(name="kevin_fastbuild_victim", functions={"double_it": "T:T;evil"})
+    (honest / fastbuild.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(fastbuild.BadManifest, match="bad signature"):
+        fastbuild.load(honest, cache_root)
+
+
+@pytest.mark.slow
+def test_the_legacy_cache_rebuilds_an_entry_whose_manifest_leaves_it(cache_root):
+    module, record = _through_kevin(cache_root, HONEST, "kevin_fastbuild_poisoned")
+    assert record.fast and not record.cache_hit
+    manifest_path = next(cache_root.glob("kevin_fastbuild_poisoned-*")) / "fast" / fastbuild.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["name"] = "../../elsewhere/fast/evil"
+    manifest_path.write_text(json.dumps(manifest))
+    again, record = _through_kevin(cache_root, HONEST, "kevin_fastbuild_poisoned")
+    assert record.fast and not record.cache_hit and record.fallback.startswith("discarded a bad cache entry")
+    assert torch.equal(again.double_it(torch.arange(3.0)), torch.arange(3.0) * 2)
+
+
 # -- gpu: the CUDA half -----------------------------------------------------------------------------
 
 CUDA_SOURCE = r"""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import types
-import warnings
 
 from torch.autograd import DeviceType
 
@@ -76,61 +75,7 @@ def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone(
     assert not _out_of_memory_beside_others(shared, EvalConfig(backend="cpp"))
 
 
-def _table(name: str, *kernels: str) -> str:
-    header = [f"name: {name}", f"schema: {name}(Tensor self) -> Tensor", "debug: registered at schema.cpp:1"]
-    return "\n".join(header + ["alias analysis kind: FROM_SCHEMA", *kernels])
 
 
-def test_dispatch_changes_flags_replaced_kernels_and_new_keys_on_aten_only():
-    before = {
-        "aten::relu": _table(
-            "aten::relu", "CPU: registered at RegisterCPU.cpp:10 :: (Tensor _0) -> Tensor _0"
-        ),
-        "c10d::wait": _table("c10d::wait", "CPU: registered at c10d.cpp:3 :: (none)"),
-    }
-    assert probes.dispatch_changes(before, dict(before)) == []
-    replaced = dict(
-        before,
-        **{
-            "aten::relu": _table(
-                "aten::relu",
-                "CPU: registered at /tmp/ext/main.cpp:8 :: (Tensor _0) -> Tensor _0",
-                "CPU (inactive): registered at RegisterCPU.cpp:10 :: (Tensor _0) -> Tensor _0",
-            )
-        },
-    )
-    assert probes.dispatch_changes(before, replaced) == ["aten::relu [CPU]", "aten::relu [CPU (inactive)]"]
-    lazy = {
-        "aten::relu": before["aten::relu"] + "\nMeta: registered at torch/_meta.py:5 :: (none)",
-        "c10d::wait": before["c10d::wait"] + "\nAutograd[alias]: registered at torch/library.py:9 :: (none)",
-        "mine::op": _table("mine::op", "CPU: registered at /tmp/ext/main.cpp:20 :: (none)"),
-    }
-    assert probes.dispatch_changes(before, lazy) == []  # torch's lazy keys, and new operators
-    composite = {"aten::relu": before["aten::relu"] + "\nCUDA: registered at /tmp/ext/k.cu:4 :: (none)"}
-    assert probes.dispatch_changes(before, dict(before, **composite)) == ["aten::relu [CUDA]"]
-    assert probes.dispatch_changes(before, {"aten::relu": before["aten::relu"]}) == [
-        "c10d::wait (unregistered)"
-    ]
 
 
-def test_dispatch_snapshot_sees_a_kernel_replaced_from_python_and_not_a_new_namespace():
-    import torch
-
-    before = probes.dispatch_snapshot(torch)
-    assert "aten::relu" in before and len(before) > 1000
-    own = torch.library.Library("kevin_probe_test", "DEF")
-    own.define("twice(Tensor x) -> Tensor")
-    own.impl("twice", lambda x: x * 2, "CPU")
-    assert probes.dispatch_changes(before, probes.dispatch_snapshot(torch)) == []
-    replacement = torch.library.Library("aten", "IMPL")
-    try:
-        with warnings.catch_warnings():  # torch warns that a registered kernel is overridden
-            warnings.simplefilter("ignore", UserWarning)
-            replacement.impl("relu", lambda x: x * 0, "CPU")
-        assert torch.relu(torch.ones(2)).sum().item() == 0.0  # the replacement really runs
-        assert "aten::relu [CPU]" in probes.dispatch_changes(before, probes.dispatch_snapshot(torch))
-    finally:
-        replacement._destroy()
-        own._destroy()
-    assert torch.relu(torch.ones(2)).sum().item() == 2.0
-    assert probes.dispatch_changes(before, probes.dispatch_snapshot(torch)) == []

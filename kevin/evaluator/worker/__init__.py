@@ -1,42 +1,41 @@
-"""The sandboxed worker: one candidate against one problem, in a process of its own.
+"""The worker: one candidate against one problem, judged by a process that never runs its code.
 
-One module per stage: `harness` (bookkeeping, the run's order, the device), `trials` (inputs and
-the correctness run), `timed` (timing the candidate), `reference` (the reference model and the
-comparison), `baseline` (timing the reference), `support` (shared helpers), `__main__` (the entry).
+Two processes per evaluation (DESIGN.md §4, "the judge never shares a process with candidate code"):
 
-Started by `kevin.evaluator.sandbox` as `python -m kevin.evaluator.worker JOB_JSON CHANNEL_FD`; never imported by the
-grader. It reports over the private channel (a pipe inherited as CHANNEL_FD, moved and authenticated
-by kevin.evaluator.confine): `stage` events as it moves on (the parent enforces a deadline per stage) and one
-`result` object at the end, then waits for the parent to kill it and everything below it. Whatever
-the candidate prints goes to the captured log, never to the channel. Before anything else it
-confines itself (kevin.evaluator.confine: writes only to the job directory and the build cache, a child
-subreaper) and fixes torch's CPU thread count (recorded in `checks.cpu_threads`).
+  judge   `python -m kevin.evaluator.worker JOB_FD CHANNEL_FD`, started by kevin.evaluator.sandbox.
+          The job (secret seed, channel token) arrives on a pipe, never in a file. It loads the
+          problem, builds the reference, draws every input, compares every output, times with its
+          own clock, and reports over the private channel to the supervisor (`stage` events, then
+          one `result`). It never imports the candidate.
+  runner  `python -m kevin.evaluator.worker.runner`, started by the judge in a PID namespace of
+          its own (kevin.evaluator.confine.spawn_confined) and confined before the candidate
+          exists (seccomp, Landlock reads and writes). The only process that loads candidate code.
+          It runs what the judge asks on inputs drawn from seeds the judge reveals one call at a
+          time, and hands outputs back through shared memory (kevin.evaluator.worker.exchange).
+          Everything it says is data the judge checks; it has no channel to the supervisor.
 
-Order of work, chosen so the candidate never shares the process with the reference model:
+Order of work (the judge's side; one module per stage):
 
-  1. Load the problem in a throwaway namespace; draw every trial's inputs from the secret seed
-     (on the device); keep the init inputs; drop the problem module and collect it.
-  2. compile:      import the candidate in a fresh module (its `load_inline` builds run here,
-                   through kevin.evaluator.build's cache); it must define `ModelNew`.
-  3. wait_gpu:     take the device's lock (the GPU's, or the CPU's for the cpp back end), so
-                   running and timing never overlap another worker's on the same device.
-  4. correctness:  same weight seed, build `ModelNew`; run it on a clone of each trial's inputs;
-                   check the inputs were not mutated; keep its outputs.
-  5. timing:       time `ModelNew` with kevin.evaluator.timing (a fresh draw of the inputs per call; outputs
-                   of two timed calls kept for checking). Then the candidate is dropped, and any
-                   process it left below the worker is killed and fails it (`left_processes`).
-  6. reference:    check that torch, the clocks and kevin's own functions are the ones bound before
-                   the candidate was imported and that no torch mode is left entered (`tampering`);
-                   only now load the problem again and build `Model` (same weight seed); compute
-                   the expected outputs for every trial and for the kept timed calls; compare.
-  7. baseline:     time `Model` with the same function (skipped when the parent has it cached),
-                   optionally `torch.compile(Model)`.
+  setup        load the problem, the reference model and the init inputs (`harness`); start the
+               runner and have it load the problem for get_inputs (`handle`, `runner`).
+  calibrate    with the runner still clean, time cycles without a call: the cycle's own overhead
+               and the fetch time of an output-sized buffer (`timed`).
+  compile      the runner imports the candidate (its builds go through the build cache) and builds
+               `ModelNew` from the weight seed.
+  correctness  per trial: the judge draws the inputs and the reference's outputs, the runner draws
+               the same inputs from the same seed and runs the candidate; the judge reads the
+               outputs and compares (`trials`), then asks for one profiled call (library share).
+  timing       exclusive on the device: cycles clocked by the judge, a few sampled outputs fetched
+               (`timed`); the runner's OS threads counted from /proc; the runner and everything it
+               started are killed (`left_processes` if it started any).
+  reference    the sampled timed outputs against the reference on their own seeds (`reference`).
+  baseline     from the parent's cache, else timed in a fresh runner that never loads a candidate,
+               by the same cycles and clock (`baseline`).
 
-Not protected here (see kevin.gate and the evaluator for what is): the candidate shares this
-process with the harness, so code that walks frames or the heap, or patches C-level functions,
-could interfere with comparison or timing, or find the channel token. The evaluator's dynamic
-checks and the static gate are the defence against those; this module keeps the door narrow
-(functions bound before the candidate is imported and their identities re-checked, reference
-absent while the candidate runs, global flags and thread counts compared, inputs cloned and
-checked, timed inputs freshly drawn).
+What this does not protect against, and where it is handled: a candidate can make its own outputs
+and its own timing whatever it likes; the judge checks the first and measures the second itself.
+The dynamic checks that look inside the candidate's process (the profiler trace, output oddities)
+are reported by the runner and so are only as honest as that process; they can add flags, never
+remove them. A runner that computes an output only when it is fetched is caught only when the hidden
+work exceeds the fetch-time floor (`timed.FETCH_FLOOR_MS`).
 """

@@ -1,6 +1,12 @@
-"""The baseline: the reference's timing, from the parent's cache or timed here under the task's lock.
+"""The baseline: the reference's timing, from the parent's cache or timed here in a runner that
+never loads a candidate, by the same cycles and the same clock as the candidate's.
 
-Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness)."""
+Evaluations of one task take the task's baseline lock in turn (held until this process dies, after
+the parent has cached what this one timed), so a task's baseline is timed once however many run at
+once. Only the parent writes the cache, and only from an evaluation that passed.
+
+Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from kevin.evaluator import devlock
+from kevin.evaluator.worker.handle import RunnerFailed
+from kevin.evaluator.worker.support import Failure
 
 
 class BaselineStage:
-    def baseline(self, model: Any, buffers: list[Any], fresh: Any) -> dict[str, Any]:
-        """The reference's timing: from the parent's cache, else timed here. Evaluations of one task
-        take the task's baseline lock in turn (held until this process dies, after the parent has
-        cached what this one timed), so a task's baseline is timed once however many run at once."""
+    def baseline(self) -> dict[str, Any]:
         job = self.job
         baseline = dict(job.get("baseline_cached") or {})
         wanted = ["eager"] + (["compile"] if job.get("compile_baseline") else [])
@@ -26,20 +31,42 @@ class BaselineStage:
             self.stage("wait_gpu")
             devlock.hold(lock_file)
         baseline = dict(late_baseline(job.get("baseline_cache_file")) or baseline)
-        state: dict[str, Any] = {}
         if "eager" not in baseline:
-            with self.device_section("baseline", exclusive=True):
-                baseline["eager"] = self.timer.measure(
-                    lambda: model(*buffers), self._refill(fresh, buffers, state)
-                ).to_dict()
+            baseline["eager"] = self.time_reference(compiled=False)
         if job.get("compile_baseline") and "compile" not in baseline:
-            compiled_model = self.torch.compile(model)
-            with self.device_section("baseline", exclusive=True):
-                baseline["compile"] = self.timer.measure(
-                    lambda: compiled_model(*buffers), self._refill(fresh, buffers, state)
-                ).to_dict()
+            baseline["compile"] = self.time_reference(compiled=True)
         return baseline
 
+    def time_reference(self, compiled: bool) -> dict[str, Any]:
+        """The reference (eager, or under torch.compile) in a fresh runner: calibrated while clean,
+        then loaded and timed."""
+        self.stage("baseline")
+        runner = self.start_runner()
+        try:
+            overhead = self.calibrate(runner, "baseline")
+            try:
+                runner.request(
+                    "load",
+                    source=self.job["problem_source"],
+                    filename="<reference>",
+                    class_name="Model",
+                    compile=compiled,
+                )
+            except RunnerFailed as failed:
+                raise Failure(
+                    "runtime",
+                    "the reference failed to load in kevin's runner: " + failed.error,
+                    blame="infrastructure",
+                ) from None
+            with self.device_section("baseline", exclusive=True):
+                try:
+                    record = self.time_model(runner, overhead)
+                except Failure as failure:
+                    failure.fields["blame"] = "infrastructure"
+                    raise
+        finally:
+            runner.kill()
+        return self.timing_stats(record, overhead, flag=False)
 
 
 def late_baseline(path: str | None) -> dict[str, Any]:
@@ -52,5 +79,3 @@ def late_baseline(path: str | None) -> dict[str, Any]:
     except (OSError, ValueError, AttributeError):
         return {}
     return dict(stats) if isinstance(stats, dict) and "eager" in stats else {}
-
-

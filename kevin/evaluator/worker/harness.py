@@ -1,70 +1,61 @@
-"""The worker's harness: bookkeeping, the order of the run, admission to the device.
+"""The judge's harness: bookkeeping, the order of the run, admission to the device.
 
-The stages are mixins, one module each (see kevin.evaluator.worker).
+The judge never loads candidate code. It builds the reference and draws every input itself, and
+has a runner (kevin.evaluator.worker.runner, a confined process of its own) load the candidate and
+run it on inputs drawn from seeds the judge reveals one call at a time. The stages are mixins, one
+module each (see kevin.evaluator.worker).
 """
 
 from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import build, confine, devlock, probes, timing
+from kevin.evaluator import build, confine, devlock, fastbuild
+from kevin.evaluator import inputs as trial_inputs
 from kevin.evaluator.compare import compare, summarize_trials
 from kevin.evaluator.confine import Channel
 from kevin.evaluator.worker.baseline import BaselineStage
+from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
 from kevin.evaluator.worker.reference import ReferenceStage
-from kevin.evaluator.worker.support import (
-    DTYPES,
-    OWN_MODULES,
-    Failure,
-    forget_module,
-    load_module,
-    short_exception,
-)
+from kevin.evaluator.worker.support import DTYPES, Failure, cast_floating, load_module, short_exception
 from kevin.evaluator.worker.timed import TimingStage
 from kevin.evaluator.worker.trials import TrialsStage
 
 
 class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
-    """One evaluation inside the worker: the run's order and the bookkeeping every stage shares."""
+    """One evaluation, judged from outside the candidate's process."""
 
-    def __init__(self, job: dict[str, Any], channel: Channel) -> None:
+    def __init__(self, job: dict[str, Any], channel: Channel, broker: Any) -> None:
         import torch
 
         self.job = job
         self.channel = channel
+        self.broker = broker
         self.torch = torch
         self.device = job["device"]
         self.dtype = getattr(torch, DTYPES[job["precision"]])
         self.is_cuda = self.device.startswith("cuda")
         self.rng = random.Random(job["seed"] ^ 0x5EED)
-        # Bound now: later attribute patches by the candidate do not reach the comparison.
-        timing.bind()
         self.compare = compare
         self.summarize_trials = summarize_trials
-        self.clone = torch.clone
-        self.equal = torch.equal
-        self.isfinite = torch.isfinite
-        self.abs = torch.abs
-        self.sub = torch.sub
         self.stage_started = time.perf_counter()
         self.stage_seconds: dict[str, float] = {}
         self.stage_name = "setup"
         self.flags: list[str] = []
-        self.build_log = build.BuildLog()
         self.compiled = False
         self.checks: dict[str, Any] = {}
         self.trace: dict[str, Any] = {}
+        self.builds: list[dict[str, Any]] = []
         self.lock: devlock.DeviceLock | None = None
         self.correctness: dict[str, Any] = {}
 
-    # -- bookkeeping ---------------------------------------------------------------------------
+    # -- bookkeeping ---------------------------------------------------------------------------------
     def stage(self, name: str) -> None:
         now = time.perf_counter()
         spent = self.stage_seconds.get(self.stage_name, 0.0) + now - self.stage_started
@@ -76,128 +67,155 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         if self.is_cuda:
             self.torch.cuda.synchronize()
 
-    def global_flags(self) -> dict[str, Any]:
-        torch = self.torch
-        return {
-            "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-            "cudnn.benchmark": torch.backends.cudnn.benchmark,
-            "cudnn.deterministic": torch.backends.cudnn.deterministic,
-            "cudnn.enabled": torch.backends.cudnn.enabled,
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "default_dtype": str(torch.get_default_dtype()),
-            "grad_enabled": torch.is_grad_enabled(),
-            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-            # OpenMP's count follows omp_set_num_threads from native code too; a pool of 32 on a
-            # 2-core machine slows every eager op timed afterwards (the baseline) ~10x.
-            "num_threads": torch.get_num_threads(),
-            "num_interop_threads": torch.get_num_interop_threads(),
-        }
-
     def set_strict_flags(self) -> None:
         # The reference is strict fp32: TF32 would move it by ~1e-3, beyond the fp32 tolerance.
         torch = self.torch
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
-        # One fixed CPU thread count for candidate and baseline alike (torch's default when the
-        # job does not name one), recorded with the result.
-        threads = self.job.get("cpu_threads") or self.checks.setdefault(
-            "cpu_threads", torch.get_num_threads()
-        )
+        threads = self.job.get("cpu_threads") or torch.get_num_threads()
         torch.set_num_threads(threads)
         self.checks["cpu_threads"] = threads
 
-    def tamper_check(self, when: str) -> None:
-        changed = probes.namespace_changes(
-            self.namespaces_before, probes.namespace_snapshot(self.torch, OWN_MODULES)
-        ) + probes.dispatch_changes(self.dispatch_before, probes.dispatch_snapshot(self.torch))
-        if changed:
-            raise Failure(
-                "runtime",
-                f"the candidate {when} changed what kevin relies on: " + ", ".join(changed[:8]),
-                flags=["tampering"],
-            )
-
     def clone_args(self, args: list[Any]) -> list[Any]:
-        return [self.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
+        return [self.torch.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
 
-    # -- the run ---------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
-        torch = self.torch
+    def runner_job(self) -> dict[str, Any]:
+        """What a runner needs to know: never the seed, the tolerances or the baseline."""
         job = self.job
+        return {
+            "device": job["device"],
+            "precision": job["precision"],
+            "cpu_threads": self.checks["cpu_threads"],
+            "problem_source": job["problem_source"],
+            "weight_seed": job["weight_seed"],
+            "flush_l2": job["timing"].get("flush_l2", True),
+            "build_cache": job["build_cache"],
+            "fast_build": job.get("fast_build", True),
+        }
+
+    def start_runner(self) -> RunnerHandle:
+        """A fresh runner in a directory of its own under the job's, confined before it starts."""
+        self.runners_started = getattr(self, "runners_started", 0) + 1
+        home = Path.cwd() / f"runner{self.runners_started}"
+        home.mkdir()
+        caches = {"TMPDIR": home, "HOME": home, "TRITON_CACHE_DIR": home / "triton", "CUDA_CACHE_PATH": home / "cuda"}
+        env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(self.job.get("max_file_bytes", 64 << 20)))
+        env.update({name: str(path) for name, path in caches.items()})
+        cache = Path(self.job["build_cache"])
+        lock = confine.LockDown(
+            job_dir=str(home),
+            build_cache=str(cache),
+            readable=(str(fastbuild.shim_root(cache)),),  # the fast builds' shim, built by the broker
+            cuda=self.is_cuda,
+            unix_sockets=self.is_cuda,
+        )
+        try:
+            runner = RunnerHandle(int(self.job.get("area_bytes", 8 << 30)), lock=lock, env=env, cwd=str(home))
+        except (OSError, RuntimeError) as exc:
+            raise Failure("runtime", f"kevin's runner could not start: {exc}", blame="infrastructure") from None
+        self.checks["confinement"] = runner.confinement
+        try:
+            runner.request("setup", job=self.runner_job())
+        except RunnerFailed as failed:
+            runner.kill()
+            raise Failure(
+                "runtime", "kevin's runner failed to start: " + failed.error, blame="infrastructure"
+            ) from None
+        return runner
+
+    # -- the run -------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
         if self.is_cuda:
-            torch.cuda.set_device(self.device)
+            self.torch.cuda.set_device(self.device)
         self.set_strict_flags()
-        # Installed before the problem loads too: a problem may build extensions of its own.
-        build.install(Path(job["build_cache"]), self.build_log, fast=job.get("fast_build", True))
+        Path(self.job["build_cache"]).mkdir(parents=True, exist_ok=True)
+        build.install(Path(self.job["build_cache"]), build.BuildLog(), fast=self.job.get("fast_build", True))
+        self.load_reference()
+        runner = self.start_runner()
         try:
-            problem = load_module(job["problem_source"], "kevin_problem_init", "<problem>")
-            init_inputs = list(problem.get_init_inputs())
-            input_bytes = devlock.input_bytes_on_meta(problem)
-        except BaseException as exc:
-            raise Failure(
-                "runtime",
-                "the reference problem failed to load:\n" + short_exception(exc),
-                blame="infrastructure",
-            ) from None
-        del problem
-        forget_module("kevin_problem_init")
-        self.flags_before = self.global_flags()
-        self.namespaces_before = probes.namespace_snapshot(torch, OWN_MODULES)
-        self.threads_before = threading.active_count()
-
-        # The profiler's start-up (seconds with CUDA) is paid here, outside the device lock.
-        probes.warm_profiler(self.is_cuda)
-        self.dispatch_before = probes.dispatch_snapshot(torch)  # after kevin's own lazy imports
-        self.stage("compile")
-        try:
-            candidate = load_module(job["candidate_source"], "kevin_candidate", job["candidate_filename"])
-        except BaseException as exc:
-            raise Failure(
-                "compile",
-                short_exception(exc),
-                detail="build" if self.build_log.records and self.build_log.records[-1].error else "import",
-            ) from None
-        model_class = getattr(candidate, "ModelNew", None)
-        if not isinstance(model_class, type):
-            raise Failure("compile", "the candidate defines no class ModelNew")
-        self.compiled = True
-        del candidate
-
-        self.stage("wait_gpu")
-        self.admit(input_bytes)
-        with self.device_section("inputs", exclusive=False):
-            trials, fresh = self.draw_inputs()
-            self.stage("correctness")
-            model_new, outputs = self.run_trials(model_class, init_inputs, trials)
-        with self.device_section("timing", exclusive=True):
-            stats, buffers, kept = self.time_candidate(model_new, trials[0], fresh)
-        model_new = model_class = None  # drop the candidate before the reference exists
-        forget_module("kevin_candidate")
-        left = confine.kill_descendants(os.getpid())
+            self.overhead = self.calibrate(runner, "candidate")
+            self.threads_before = runner.thread_count()
+            try:
+                self.state_before = runner.request("state")
+            except RunnerFailed as failed:
+                raise Failure(
+                    "runtime", "kevin's runner failed: " + failed.error, blame="infrastructure"
+                ) from None
+            self.load_candidate(runner)
+            self.stage("wait_gpu")
+            self.admit(self.input_bytes)
+            with self.device_section("correctness", exclusive=False):
+                self.check_trials(runner)
+            with self.device_section("timing", exclusive=True):
+                record = self.time_model(runner, self.overhead)
+            self.after_candidate(runner)
+        finally:
+            left = runner.kill()
         if left:
             raise Failure(
                 "runtime",
                 f"the candidate left {left} process(es) running (killed): processes are not allowed",
                 flags=["left_processes"],
             )
-        self.set_strict_flags()
-
         with self.device_section("reference", exclusive=False):
-            model = self.check_outputs(init_inputs, trials, outputs, fresh, buffers, kept, stats)
-        baseline = self.baseline(model, buffers, fresh)
+            self.check_timed_outputs(record)
+        stats = self.timing_stats(record, self.overhead)
+        self.bound_check(stats)
+        baseline = self.baseline()
         self.stage("done")
         return {
             "stage": "ok",
             "compiled": True,
             "correct": True,
-            "timing": stats.to_dict(),
+            "timing": stats,
             "baseline": baseline,
             "correctness": self.correctness,
         }
 
-    # -- the device ------------------------------------------------------------------------------
+    def load_reference(self) -> None:
+        """The problem, loaded here only: the reference model, the init inputs, the input sizes."""
+        torch, job = self.torch, self.job
+        try:
+            problem = load_module(job["problem_source"], "kevin_problem", "<problem>")
+            self.init_inputs = list(problem.get_init_inputs())
+            self.input_bytes = devlock.input_bytes_on_meta(problem)
+            torch.manual_seed(job["weight_seed"])
+            self.model = cast_floating(problem.Model(*self.init_inputs).to(self.device), self.dtype)
+            self.get_inputs = problem.get_inputs
+        except BaseException as exc:
+            raise Failure(
+                "runtime",
+                "the reference problem failed to load:\n" + short_exception(exc),
+                blame="infrastructure",
+            ) from None
+
+    def draw(self, seed: int, shift: int | None = None) -> list[Any]:
+        """The inputs a runner draws from `seed`, drawn here the same way."""
+        inputs = trial_inputs._raw(self.get_inputs, seed, self.device)
+        if shift is not None:
+            inputs = [trial_inputs.shift_distribution(x, shift) for x in inputs]
+        return trial_inputs.prepare(inputs, self.device, self.dtype)
+
+    def load_candidate(self, runner: RunnerHandle) -> None:
+        self.stage("compile")
+        job = self.job
+        try:
+            reply = runner.request(
+                "load",
+                builds=lambda arguments: self.broker.build(arguments).to_dict(),
+                source=job["candidate_source"],
+                filename=job["candidate_filename"],
+                class_name="ModelNew",
+            )
+        except RunnerFailed as failed:
+            detail = "build" if failed.stage == "compile" and "Error building" in failed.error else "import"
+            stage = failed.stage if failed.stage in ("compile", "runtime") else "compile"
+            raise failed.failure(stage, detail=detail) from None
+        self.builds = [b for b in reply.get("builds", []) if isinstance(b, dict)][:16]
+        self.compiled = True
+
+    # -- the device ----------------------------------------------------------------------------------
     def admit(self, input_bytes: int | None) -> None:
         """Take the device's admission slots (see kevin.evaluator.devlock): one for a job that fits beside
         others, all of them for one too big to share the device's memory."""
@@ -206,8 +224,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             return
         slots = int(self.job.get("device_slots", 1))
         self.lock = devlock.DeviceLock(path, slots)
+        # Judge and runner each hold a copy of the inputs and outputs.
         need = devlock.footprint_bytes(
-            input_bytes, self.job["trials"] + self.job.get("distribution_trials", 0)
+            input_bytes, 2 * (self.job["trials"] + self.job.get("distribution_trials", 0))
         )
         total = self.torch.cuda.get_device_properties(self.device).total_memory if self.is_cuda else 0
         weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
@@ -229,19 +248,18 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         with self.lock.exclusive() if exclusive else self.lock.shared():
             self.stage(stage)
             yield
-            try:
-                self.sync()  # all of this section's work is done before another worker times
-            except BaseException as exc:
-                # Work still in flight here was launched by the candidate (kevin's own stages
-                # synchronize before they return); after the candidate, it is ours.
-                blame = "infrastructure" if stage in ("reference", "baseline") else "candidate"
-                raise Failure("runtime", short_exception(exc), blame=blame) from None
+            self.sync()
 
-
-    def _detach(self, value: Any) -> Any:
-        torch = self.torch
-        if isinstance(value, torch.Tensor):
-            return self.clone(value.detach())
-        return value
-
-
+    @contextmanager
+    def exclusive_device(self, stage: str) -> Iterator[None]:
+        """The device to this worker alone without admission (a short calibration)."""
+        path = self.job.get("device_lock")
+        if not path:
+            self.stage(stage)
+            yield
+            return
+        lock = self.lock or devlock.DeviceLock(path, int(self.job.get("device_slots", 1)))
+        self.stage("wait_gpu")
+        with lock.exclusive():
+            self.stage(stage)
+            yield

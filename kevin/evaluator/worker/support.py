@@ -8,9 +8,6 @@ import traceback
 import types
 from typing import Any
 
-OWN_MODULES = ("__main__", "kevin.evaluator.compare", "kevin.evaluator.probes", "kevin.evaluator.timing", "kevin.evaluator.inputs", "kevin.evaluator.confine")
-"""Modules whose functions judge the candidate: rebinding one of them is tampering."""
-
 
 class Failure(Exception):
     """A verdict reached before the end: carries the result fields."""
@@ -64,5 +61,3 @@ def cast_floating(model: Any, dtype: Any) -> Any:
     if dtype == torch.float32:
         return model
     return model.to(dtype)
-
-

@@ -1,65 +1,176 @@
-"""Timing the candidate: fresh input content before every call, two timed outputs kept for checking.
+"""Timing, by the judge's clock: cycles of the runner measured from outside it.
 
-Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness)."""
+    calibrate   while the runner is still clean (no candidate loaded), time cycles that do
+                everything but the call: refill the inputs from a fresh seed (GPU: on the device,
+                in the runner; CPU: written into shared memory by the judge before the cycle
+                starts), flush the L2, synchronize the device, signal back. Their median is the
+                cycle's own overhead O.
+                Fetches of an output-sized buffer give the clean fetch time.
+    time_model  the same cycles with the call; call i's time is (its cycle on the judge's clock) - O.
+                The reported median is the median of the means of blocks of consecutive calls, so
+                work pushed from one call into the next (a runner that answers DONE before the
+                device is idle) is still counted; single slow samples (a descheduled process) do
+                not move it. A few calls, chosen here after they are done, are fetched: their
+                outputs are checked against the reference on the same seed (timed_output_mismatch),
+                and a fetch much slower than the clean one means the output was computed only when
+                asked for (`deferred_work`).
+
+The runner learns each call's seed only when the call starts, so it cannot compute ahead. What is
+timed includes everything the runner does for a call, so work hidden in its refill or signalling is
+timed too; what the judge subtracts (O) was measured before any candidate code existed.
+
+Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import threading
+import statistics
 from typing import Any
 
-from kevin.evaluator import probes
-from kevin.evaluator.worker.support import (
-    Failure,
-    flatten_outputs,
-    short_exception,
-)
+from kevin.evaluator import probes, timing
+from kevin.evaluator.worker import exchange
+from kevin.evaluator.worker.exchange import output_bytes, read_outputs
+from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
+from kevin.evaluator.worker.support import Failure, flatten_outputs
+
+CALIBRATION_FETCHES = 5
+CALIBRATION_BUDGET_MS = 80.0
+"""Judge-clock time spent on overhead cycles: a few percent of a candidate's timing budget."""
+TIMED_FETCHES = 3
+FETCH_FLOOR_MS = {"spin": 0.05, "block": 1.0}
+"""Fetch-time excess below which no deferral is claimed: the signalling's own jitter (spinning on
+shared memory on the GPU back end, a socket round trip on the CPU one)."""
+BLOCK_CALLS = 4
+"""Calls per block: the statistic is the median of block means."""
 
 
 class TimingStage:
-    def time_candidate(self, model_new: Any, first_trial: list[Any], fresh: Any) -> tuple[Any, list, dict]:
-        # Timed calls read fixed buffers whose content is a fresh draw before every call, under a
-        # seed from the worker's private RNG: a memo by pointer returns a stale answer, a memo by
-        # content (whole inputs or rows) has never seen these values, and the outputs of two
-        # timed calls (one at a random index, and the last) are checked against the reference.
-        # Only the seed is kept: the inputs are redrawn from it, so huge problems hold no copies.
-        timer = self.timer
-        try:
-            buffers = self.clone_args(first_trial)
-        except BaseException as exc:
-            raise Failure("runtime", "while preparing timing inputs:\n" + short_exception(exc)) from None
-        sample_at = self.rng.randrange(timer.config.min_reps)
-        state: dict[str, Any] = {}
-        kept: dict[str, Any] = {}
+    def calibrate(self, runner: RunnerHandle, who: str) -> dict[str, Any]:
+        """The cycle overhead and the fetch time of an output-sized buffer, in a clean runner."""
+        torch = self.torch
+        with self.exclusive_device("calibrate"):
+            expected = self.expected_outputs(self.trial_seed(0), None)
+            self.output_shapes = [torch.empty(tuple(o.shape), device="meta") for o in expected]
+            nbytes = output_bytes(expected)
+            del expected
+            try:
+                record = runner.run_cycles(
+                    model=False,
+                    spin=self.is_cuda,
+                    seeds=lambda: self.rng.getrandbits(62),
+                    warmup_ms=20.0,
+                    min_warmup=3,
+                    budget_ms=min(CALIBRATION_BUDGET_MS, self.timing_config()["budget_ms"] / 5),
+                    min_reps=20,
+                    max_reps=100,
+                    output_bytes=nbytes,
+                    fetch=lambda i, n: i % max(n // CALIBRATION_FETCHES, 1) == 0,
+                    on_fetch=lambda metas: None,
+                    **self.shared_inputs(runner),
+                )
+            except RunnerFailed as failed:
+                raise Failure(
+                    "runtime",
+                    f"kevin's runner failed to calibrate ({who}): " + failed.error,
+                    blame="infrastructure",
+                ) from None
+        fetches = sorted(record.fetch_ns.values())
+        return {
+            "cycle_ms": statistics.median(record.cycle_ns) / 1e6,
+            "fetch_ms": statistics.median(fetches) / 1e6 if fetches else 0.0,
+            "fetch_max_ms": fetches[-1] / 1e6 if fetches else 0.0,
+            "output_bytes": nbytes,
+        }
 
-        def observe(i: int, out: Any) -> None:
-            if i == sample_at:
-                kept["sampled"] = (state["recipe"], [self._detach(o) for o in flatten_outputs(out)])
-            state["last"] = out
-
-        try:
-            stats = timer.measure(lambda: model_new(*buffers), self._refill(fresh, buffers, state), observe)
-            kept["last"] = (state["recipe"], [self._detach(o) for o in flatten_outputs(state.pop("last"))])
-            # The host's own launch and wake-up gap, measured now under the same load: the
-            # evaluator's clock_escape rule compares the candidate's gap with it (kevin.evaluator.evaluate).
-            stats = dataclasses.replace(stats, control_gap_ms=timer.control_gap_ms())
-        except BaseException as exc:
-            raise Failure("runtime", "while timing:\n" + short_exception(exc)) from None
-        if threading.active_count() > self.threads_before:
-            self.flags.append("extra_threads")
+    def shared_inputs(self, runner: RunnerHandle) -> dict[str, Any]:
+        """CPU back end: the inputs live in the shared area and this process writes each call's
+        fresh draw there before the call starts, so drawing them (often longer than the call on a
+        CPU) is outside the clock and not in the runner's hands. On the GPU the runner refills
+        them on the device inside the clock (a copy through host memory would cost more than most
+        kernels), and the overhead O takes that back out."""
         if self.is_cuda:
-            floor_ms = probes.bandwidth_floor_ms(first_trial, self.torch.cuda.get_device_name())
-            self.checks["bandwidth_floor_ms"] = floor_ms
-            if probes.impossible(stats.median_ms, floor_ms):
-                self.flags.append("impossible_speedup")
-        if self.global_flags() != self.flags_before:
+            return {}
+        described, views, output_start = exchange.shared_inputs(runner.area, self.draw(self.rng.getrandbits(62)))
+        torch = self.torch
+
+        def prepare(seed: int) -> None:
+            for view, value in zip(views, self.draw(seed), strict=True):
+                if isinstance(view, torch.Tensor):
+                    view.copy_(value)
+
+        return {"prepare": prepare, "inputs": described, "output_start": output_start}
+
+    def timing_config(self) -> dict[str, Any]:
+        return dict(self.job["timing"])
+
+    def time_model(self, runner: RunnerHandle, overhead: dict[str, Any]) -> Any:
+        config = self.timing_config()
+        chosen: set[int] = set()
+
+        def fetch(index: int, reps: int) -> bool:
+            if not chosen:  # chosen once the count is known: a random few, and the last
+                chosen.update(self.rng.sample(range(reps), min(TIMED_FETCHES - 1, reps)))
+                chosen.add(reps - 1)
+            return index in chosen
+
+        try:
+            return runner.run_cycles(
+                model=True,
+                spin=self.is_cuda,
+                seeds=lambda: self.rng.getrandbits(62),
+                warmup_ms=config["warmup_ms"],
+                min_warmup=config["min_warmup"],
+                budget_ms=config["budget_ms"],
+                min_reps=config["min_reps"],
+                max_reps=config["max_reps"],
+                output_bytes=overhead["output_bytes"],
+                fetch=fetch,
+                on_fetch=lambda metas: read_outputs(runner.area, metas, self.output_shapes),
+                **self.shared_inputs(runner),
+            )
+        except RunnerFailed as failed:
+            raise failed.failure("runtime") from None
+
+    def timing_stats(self, record: Any, overhead: dict[str, Any], flag: bool = True) -> dict[str, Any]:
+        stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
+        if flag and record.fetch_ns:
+            # A runner that computes an output only when it is fetched is slow on every fetch;
+            # scheduling noise is not, so the fastest fetch is compared with the clean median.
+            fastest_ms = min(record.fetch_ns.values()) / 1e6
+            excess_ms = fastest_ms - overhead["fetch_ms"]
+            floor_ms = FETCH_FLOOR_MS["spin" if self.is_cuda else "block"]
+            self.checks["fetch_excess_ms"] = round(excess_ms, 4)
+            self.checks["fetch_ms"] = {
+                "clean_median": round(overhead["fetch_ms"], 4),
+                "timed": [round(ns / 1e6, 4) for ns in record.fetch_ns.values()],
+            }
+            # The slack grows with the fetch itself (a big output's copy varies by milliseconds on a
+            # loaded host) and with the call (a quarter of its work hidden would still be caught).
+            if excess_ms > max(0.5 * stats.median_ms, 0.5 * overhead["fetch_ms"], floor_ms):
+                self.flags.append("deferred_work")
+        return stats.to_dict()
+
+    def bound_check(self, stats: dict[str, Any]) -> None:
+        if not self.is_cuda or not self.input_bytes:
+            return
+        floor_ms = probes.bandwidth_floor_for_bytes(self.input_bytes, self.torch.cuda.get_device_name())
+        self.checks["bandwidth_floor_ms"] = floor_ms
+        if probes.impossible(stats["median_ms"], floor_ms):
+            self.flags.append("impossible_speedup")
+
+    def after_candidate(self, runner: RunnerHandle) -> None:
+        """What the candidate did to its own process, seen from here (threads) and reported by it."""
+        threads = runner.thread_count()
+        self.checks["runner_threads"] = {"before": self.threads_before, "after": threads}
+        if threads is not None and self.threads_before is not None and threads > self.threads_before:
+            self.flags.append("extra_threads")
+        try:
+            state = runner.request("state")
+        except RunnerFailed:
+            return
+        if state.get("flags") != self.state_before.get("flags"):
             self.flags.append("global_state_changed")
-        return stats, buffers, kept
 
-    def _refill(self, fresh: Any, buffers: list[Any], state: dict[str, Any]) -> Any:
-        def refill(i: int) -> None:
-            state["recipe"] = self.rng.getrandbits(63)
-            fresh.fill(buffers, state["recipe"])
 
-        return refill
-
+def first_outputs(model: Any, inputs: list[Any]) -> list[Any]:
+    return flatten_outputs(model(*inputs))

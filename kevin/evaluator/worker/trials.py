@@ -1,84 +1,99 @@
-"""Inputs and correctness: draw every trial's inputs from the secret seed, run ModelNew on clones.
+"""Correctness, judged here: each trial's inputs drawn from a seed the runner learns only now, the
+candidate's outputs read from the shared area and compared with the reference's by this process.
 
-Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness)."""
+Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
+"""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from kevin.evaluator import inputs as trial_inputs
 from kevin.evaluator import probes
-from kevin.evaluator.timing import Timer, TimingConfig
-from kevin.evaluator.worker.support import (
-    Failure,
-    cast_floating,
-    flatten_outputs,
-    forget_module,
-    load_module,
-    short_exception,
-)
+from kevin.evaluator.worker.exchange import read_outputs
+from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
+from kevin.evaluator.worker.support import Failure, flatten_outputs, short_exception
 
 
 class TrialsStage:
-    def draw_inputs(self) -> tuple[list[list[Any]], Any]:
-        # Inputs are drawn only now, under the device's lock (GPU memory is not held by workers
-        # that are still building), and only if the candidate's import left torch as it found it:
-        # a patched torch.rand could otherwise hand the candidate inputs of its choosing.
+    def trial_seed(self, t: int) -> int:
+        return self.job["seed"] * 7919 + t
+
+    def check_trials(self, runner: RunnerHandle) -> None:
+        """Run every trial in the runner and compare it here; fail at the first wrong trial."""
         job = self.job
-        self.tamper_check("at import")
-        if threading.active_count() > self.threads_before:
-            raise Failure("runtime", "the candidate started threads at import", flags=["extra_threads"])
-        self.timer = Timer(self.device, TimingConfig(**job["timing"]))
+        own = job["trials"]
+        reports = []
+        for t in range(own + job.get("distribution_trials", 0)):
+            shift = t - own if t >= own else None
+            expected = self.expected_outputs(self.trial_seed(t), shift)
+            try:
+                reply = runner.request("trial", seed=self.trial_seed(t), shift=shift, probe_outputs=t == 0)
+            except RunnerFailed as failed:
+                raise failed.failure("runtime" if failed.stage == "compile" else None) from None
+            self.flags.extend(f for f in reply.get("flags", []) if f in RUNNER_FLAGS)
+            outputs = read_outputs(runner.area, reply.get("outputs"), expected)
+            if isinstance(outputs, str):
+                self.fail_correctness(outputs, reports)
+            outputs = [o.to(self.device) for o in outputs]
+            if t == 0 and job["precision"] == "fp32":
+                self.checks["precision"] = self.precision(self.draw(self.trial_seed(0)), outputs, expected)
+            report = self.compare(outputs, expected, job["atol"], job["rtol"])
+            if t >= own and report.get("reference_bad"):
+                # The reference itself is undefined on this distribution (a log of a negative,
+                # say): the trial says nothing about the candidate.
+                self.checks["distribution_trials_skipped"] = (
+                    self.checks.get("distribution_trials_skipped", 0) + 1
+                )
+                continue
+            reports.append(report)
+            if not report["ok"] or report.get("reference_bad"):
+                break
+        self.judge_reports(reports)
+        self.trace_candidate(runner)
+
+    def expected_outputs(self, seed: int, shift: int | None) -> list[Any]:
         try:
-            problem = load_module(job["problem_source"], "kevin_problem_inputs", "<problem>")
-            trials = trial_inputs.draw_trials(
-                problem,
-                job["seed"],
-                job["trials"],
-                job.get("distribution_trials", 0),
-                self.device,
-                self.dtype,
-            )
-            fresh = trial_inputs.FreshInputs(problem, self.device, self.dtype)
+            expected = flatten_outputs(self.model(*self.draw(seed, shift)))
+            self.sync()
         except BaseException as exc:
             raise Failure(
-                "runtime",
-                "the reference problem failed to make inputs:\n" + short_exception(exc),
-                blame="infrastructure",
+                "runtime", "the reference model failed:\n" + short_exception(exc), blame="infrastructure"
             ) from None
-        del problem
-        forget_module("kevin_problem_inputs")
-        return trials, fresh
+        return expected
 
-    def run_trials(
-        self, model_class: type, init_inputs: list[Any], trials: list[list[Any]]
-    ) -> tuple[Any, list]:
-        torch = self.torch
-        try:
-            torch.manual_seed(self.job["weight_seed"])
-            model_new = model_class(*init_inputs).to(self.device)
-            model_new = cast_floating(model_new, self.dtype)
-            outputs = []
-            for t, inputs in enumerate(trials):
-                args = self.clone_args(inputs)
-                out = model_new(*args)
-                self.sync()
-                if t == 0:
-                    self.flags.extend(probes.output_flags(flatten_outputs(out), self.sync))
-                if not all(
-                    self.equal(a, b) for a, b in zip(args, inputs, strict=True) if isinstance(a, torch.Tensor)
-                ):
-                    self.flags.append("inputs_mutated")
-                outputs.append([self._detach(o) for o in flatten_outputs(out)])
-            self.trace = probes.trace_forward(
-                lambda: model_new(*self.clone_args(trials[0])),
-                self.is_cuda,
-                self.sync,
-                self.build_log.modules,
+    def judge_reports(self, reports: list[dict[str, Any]]) -> None:
+        job = self.job
+        correctness = self.summarize_trials(reports, job["atol"], job["rtol"])
+        if correctness.get("reference_bad"):
+            raise Failure(
+                "correctness",
+                "the reference output is not finite: the task is broken",
+                blame="infrastructure",
+                correctness=correctness,
             )
-            self.flags.extend(self.trace.pop("flags"))
-        except BaseException as exc:
-            raise Failure("runtime", short_exception(exc)) from None
-        return model_new, outputs
+        if not all(r["ok"] for r in reports):
+            raise Failure("correctness", correctness["detail"], correctness=correctness, compiled=True)
+        self.correctness = correctness
 
+    def fail_correctness(self, reason: str, reports: list[dict[str, Any]]) -> None:
+        raise Failure(
+            "correctness", reason, correctness={"trials": len(reports) + 1, "detail": reason}, compiled=True
+        )
+
+    def trace_candidate(self, runner: RunnerHandle) -> None:
+        try:
+            reply = runner.request("trace", seed=self.trial_seed(0))
+        except RunnerFailed as failed:
+            raise failed.failure("runtime") from None
+        trace = reply.get("trace") if isinstance(reply.get("trace"), dict) else {}
+        flags = trace.pop("flags", [])
+        self.flags.extend(f for f in flags if f in probes.TRACE_FLAGS)
+        self.trace = {
+            k: trace[k]
+            for k in ("library_share", "library_ops_us", "custom_us", "side_streams")
+            if k in trace
+        }
+
+
+RUNNER_FLAGS = ("inputs_mutated", "tensor_subclass", "deferred_write")
+"""Flags a runner may raise about its own outputs: it can only hurt the candidate by raising them."""

@@ -1,0 +1,365 @@
+"""The supervisor `confine.spawn_confined` puts between a trusted spawner and the process it runs.
+
+Run as `python -I -S nsinit.py --key=value ... -- ARGV` (stdlib only; nothing of kevin is imported
+unless a lock policy is to be applied before ARGV is executed). Three processes:
+
+  S  this program, in the spawner's namespaces: makes a PID namespace for its children
+     (`unshare(CLONE_NEWPID)` as root, else in a new user namespace too), reports to the spawner
+     over a pipe, and stays until the namespace is empty. SIGTERM, SIGINT or SIGHUP, or the
+     spawner's death (PR_SET_PDEATHSIG when spawned from the main thread, and always the end of a
+     lifeline pipe only the spawner holds) make it SIGKILL I, which takes the namespace with it.
+     It then exits with the target's status (a code, or the same signal).
+  I  S's child, pid 1 of the new namespace: its own mount namespace with a fresh /proc (so the
+     processes inside see only the namespace, their own pids match /proc, and /proc/sys,
+     /proc/sysrq-trigger and a few more are read-only), PR_SET_PDEATHSIG tied to S, then forks
+     the target, reaps every orphan, and exits when the target does. When a namespace's init
+     exits, the kernel SIGKILLs everything left in it: double forks, setsid, CLONE_PARENT and an
+     empty environment do not matter, none of them leaves the namespace.
+  T  I's child: default signal dispositions, a session of its own (no controlling terminal), the
+     lock policy applied (when given), execvp(ARGV).
+
+Where no namespace can be made (no privilege, no user namespaces), S becomes a child subreaper
+and runs T itself; when T exits or a kill is asked for, S stops and kills every process below
+it. That is the degraded mode: a process that leaves S's subtree (possible only by killing S)
+escapes it. The spawner is told, with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import select
+import signal
+import sys
+
+_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+_CAP_SETFCAP = 31
+# Read-only in the fresh /proc (what container runtimes protect): sysctls, the magic SysRq key,
+# interrupt affinity, buses and file systems.
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _error(call: str) -> str:
+    return f"{call}: {os.strerror(ctypes.get_errno())}"
+
+
+def _send(fd: int, line: str) -> None:
+    data = (line.replace("\n", " ") + "\n").encode()
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(fd, data) :]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _has_capability(number: int) -> bool:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> number & 1)
+    return False
+
+
+def _new_pid_namespace() -> tuple[str, str]:
+    """(mode, reason): "pid" or "user+pid" with children in a new PID namespace, or "none"."""
+    if _libc.unshare(_CLONE_NEWPID) == 0:
+        return "pid", ""
+    first = _error("unshare(CLONE_NEWPID)")
+    uid, gid = os.getuid(), os.getgid()
+    if os.geteuid() == 0 and not _has_capability(_CAP_SETFCAP):
+        # Linux 5.12+: mapping uid 0 into a user namespace takes CAP_SETFCAP; any other mapping
+        # would leave the target's files owned by nobody. Say so instead of half-working.
+        return "none", f"{first}; root without CAP_SETFCAP cannot map uid 0 into a user namespace"
+    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+        return "none", f"{first}; {_error('unshare(CLONE_NEWUSER|CLONE_NEWPID)')}"
+    # The same ids inside: files keep their owners; a non-root target keeps no capability at exec.
+    try:
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(text)
+    except OSError as exc:
+        raise SystemExit(f"error user namespace id maps: {exc}") from exc
+    return "user+pid", f"{first}; a user namespace holds the PID namespace"
+
+
+def _fresh_proc() -> str:
+    """In a new mount namespace (never propagated back), mount the namespace's own /proc. Returns
+    "fresh" or why not (then /proc still shows the spawner's view, with outer pids)."""
+    if _libc.unshare(_CLONE_NEWNS) != 0:
+        return _error("unshare(CLONE_NEWNS)")
+    if _libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        return _error("mount --make-rprivate /")  # never mount /proc while propagation is shared
+    locked = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _libc.mount(b"proc", b"/proc", b"proc", locked, None) != 0:
+        return _error("mount proc")
+    failed = []
+    for name in _PROC_READ_ONLY:
+        path = f"/proc/{name}".encode()
+        if not os.path.exists(path):
+            continue
+        if (
+            _libc.mount(path, path, None, _MS_BIND | _MS_REC, None) != 0
+            or _libc.mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | locked, None) != 0
+        ):
+            failed.append(_error(f"read-only /proc/{name}"))
+    return "fresh" + (f" ({'; '.join(failed)})" if failed else "")
+
+
+def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool) -> tuple[int, list[str]]:
+    """Fork T (lock applied, then execvp). Returns its pid and its report lines: `lock JSON` when a
+    policy was applied, then `exec ERRNO` or `error TEXT` when it never ran ARGV."""
+    read_end, write_end = os.pipe()  # close-on-exec: EOF here means exec succeeded
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            for number in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(number, signal.SIG_DFL)
+            if tie_to_parent:
+                _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            os.setsid()  # no controlling terminal: nothing to type into, no terminal's signals
+            if lock_fd >= 0:
+                policy = _read_all(lock_fd)
+                os.close(lock_fd)
+                sys.path.insert(0, root)
+                from kevin.evaluator import confine
+
+                _send(write_end, "lock " + confine.lock_down_marshal(policy).hex())
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            _send(write_end, f"exec {exc.errno or errno.EIO}")
+        except BaseException as exc:  # noqa: BLE001 - anything that stopped the target from starting
+            _send(write_end, f"error {type(exc).__name__}: {exc}")
+        os._exit(127)
+    os.close(write_end)
+    lines = _read_all(read_end).decode(errors="replace").splitlines()
+    os.close(read_end)
+    return pid, lines
+
+
+def _quiet(fds: list[int], standard: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Drop the descriptors only the target needs and point `standard` ones at /dev/null."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in standard:
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _init(argv: list[str], opts: dict[str, str], to_s: int, s_alive: int, closing: list[int]) -> None:
+    """Pid 1 of the namespace. Never returns."""
+    try:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if select.select([s_alive], [], [], 0)[0]:  # S died before the request: EOF readable
+            os._exit(1)
+        _send(to_s, "proc " + (_fresh_proc() if opts.get("proc", "1") == "1" else "not requested"))
+        pid, lines = _start_target(argv, int(opts.get("lock", "-1")), opts["root"], False)
+        for line in lines:
+            _send(to_s, line)
+        _send(to_s, f"target {pid}")
+        _quiet(closing)
+        while True:
+            try:
+                done, status = os.waitpid(-1, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                os._exit(0)
+            if done == pid:
+                _send(to_s, f"status {status}")
+                os._exit(0)  # the kernel now kills every process left in the namespace
+    except BaseException as exc:  # noqa: BLE001
+        _send(to_s, f"error init: {type(exc).__name__}: {exc}")
+        os._exit(1)
+
+
+def _nspid(pid: str) -> int | None:
+    """The pid a process has in its innermost namespace (last NSpid field)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _outer_pid(init: int, inner: int) -> int | None:
+    """T's pid as the spawner sees it: a child of I whose innermost pid is `inner`."""
+    candidates: list[str] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{init}/task"):
+            with open(f"/proc/{init}/task/{tid}/children") as handle:
+                candidates += handle.read().split()
+    if not candidates:  # kernels without CONFIG_PROC_CHILDREN: scan
+        candidates = [name for name in os.listdir("/proc") if name.isdigit()]
+    for pid in candidates:
+        if _nspid(pid) == inner and pid != str(init):
+            return int(pid)
+    return None
+
+
+def _mirror(status: int | None) -> None:
+    """Exit as the target did: the same code, or the same signal (no core file). Never returns."""
+    if status is not None and os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    number = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else signal.SIGKILL
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if number not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
+    os._exit(128 + number)
+
+
+def _kill_tree(root: str) -> None:
+    sys.path.insert(0, root)
+    from kevin.evaluator import confine
+
+    confine.kill_descendants(os.getpid())
+
+
+def _read_until_target(fd: int) -> list[str]:
+    """I's lines up to `target PID` (or its failure, or its end)."""
+    buffer = b""
+    while True:
+        lines = buffer.decode(errors="replace").splitlines()
+        if buffer.endswith(b"\n") and any(line.startswith(("target ", "error init")) for line in lines):
+            return lines
+        try:
+            chunk = os.read(fd, 65536)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return lines
+        buffer += chunk
+
+
+def main(args: list[str]) -> None:
+    split = args.index("--")
+    opts = dict(arg[2:].split("=", 1) for arg in args[:split])
+    argv = args[split + 1 :]
+    report, life = int(opts["report"]), int(opts["life"])
+    lock = int(opts.get("lock", "-1"))
+    user_fds = [int(fd) for fd in opts.get("fds", "").split(",") if fd]
+    closing = user_fds + [fd for fd in (lock, report) if fd >= 0]  # S keeps `life`
+    for fd in (report, life, lock):
+        if fd >= 0:
+            os.set_inheritable(fd, False)
+    if opts.get("pdeathsig") == "1":
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != int(opts["spawner"]):
+        os._exit(1)  # the spawner is already gone
+    try:
+        mode, reason = _new_pid_namespace() if opts.get("namespace") == "1" else ("none", "not requested")
+    except SystemExit as exc:
+        _send(report, str(exc))
+        os._exit(1)
+
+    if mode == "none":
+        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        child, lines = _start_target(argv, lock, opts["root"], True)
+        target, init = child, 0
+        lines.insert(0, "proc unchanged (no namespace)")
+    else:
+        to_s_read, to_s = os.pipe()
+        s_alive_read, s_alive = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(to_s_read)
+            os.close(s_alive)
+            _init(argv, opts, to_s, s_alive_read, [*closing, life])
+        os.close(to_s)
+        os.close(s_alive_read)
+        init = child
+    state: dict[str, object] = {"kill": False, "reaped": False, "pidfd": None}
+    with contextlib.suppress(OSError, AttributeError):
+        state["pidfd"] = os.pidfd_open(child)
+
+    def stop(*_: object) -> None:
+        state["kill"] = True
+        if mode == "none" or state["reaped"]:
+            return  # degraded: the loop below kills the tree
+        with contextlib.suppress(OSError):
+            if state["pidfd"] is not None:
+                signal.pidfd_send_signal(state["pidfd"], signal.SIGKILL)  # type: ignore[arg-type]
+            else:
+                os.kill(child, signal.SIGKILL)
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, stop)
+    if mode != "none":
+        lines = _read_until_target(to_s_read)
+        inner = [int(line.split()[1]) for line in lines if line.startswith("target ")]
+        found = _outer_pid(init, inner[0]) if inner else None
+        target = found if found is not None else init
+        lines = [line for line in lines if not line.startswith("target ")]
+    for line in [f"pid {target}", f"init {init}", f"namespace {mode}", f"reason {reason}", *lines, "ready"]:
+        _send(report, line)
+    _quiet(closing, (0, 1))  # stderr stays: a traceback of S is worth seeing
+
+    status: int | None = None
+    if mode != "none":
+        # Wait for the namespace's init; the spawner's end or a kill request kills it first.
+        poller = select.poll()
+        poller.register(life, select.POLLIN)
+        if state["pidfd"] is not None:
+            poller.register(state["pidfd"], select.POLLIN)  # type: ignore[arg-type]
+        while True:
+            done, _raw = os.waitpid(child, os.WNOHANG)
+            if done == child:
+                state["reaped"] = True
+                break
+            ready = dict(poller.poll(None if state["pidfd"] is not None else 100))
+            if life in ready:  # EOF: the spawner is gone
+                poller.unregister(life)
+                stop()
+        final = _read_all(to_s_read).decode(errors="replace").splitlines()
+        codes = [int(line.split()[1]) for line in final if line.startswith("status ")]
+        _mirror(codes[-1] if codes and not state["kill"] else None)
+    while True:  # degraded: S is a subreaper; reap orphans, kill the whole tree at the end
+        try:
+            done, raw = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            done, raw = -1, 0
+        if done == child or (done == -1 and status is None):
+            status = raw
+        if done > 0:
+            continue
+        if status is not None or state["kill"]:
+            _kill_tree(opts["root"])
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, 0)[0] > 0:
+                    pass
+            _mirror(status)
+        if select.select([life], [], [], 0.05)[0]:
+            state["kill"] = True
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

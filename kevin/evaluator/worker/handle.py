@@ -1,0 +1,298 @@
+"""The judge's hold on one runner: start it, send commands, drive and clock timed cycles, end it.
+
+`RunnerHandle` starts `python -m kevin.evaluator.worker.runner` with a socket pair and the shared
+area (kevin.evaluator.worker.exchange) as inherited descriptors, in a PID namespace of its own where
+the kernel offers one (kevin.evaluator.confine.spawn_confined), so ending the runner ends everything
+it started. `request` sends a command and returns the reply, raising `RunnerFailed` with the
+runner's own account (stage, error) when it failed or broke the protocol.
+
+`run_cycles` is the timing protocol's judge side. For each call it writes a fresh seed, notes its
+own clock, releases the call and waits for DONE; the call's time is what its clock saw. Nothing the
+runner reports enters a time. Sampled calls (chosen here, secretly, after DONE) are FETCHed: their
+outputs are checked later against the reference on the same seed, and the fetch itself is timed, so
+an output computed only when asked for shows up as a slow fetch (kevin.evaluator.worker.timed).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kevin.evaluator import confine
+from kevin.evaluator.worker.exchange import (
+    DONE,
+    FETCH,
+    FETCHED,
+    GO,
+    SEED,
+    STOP,
+    ExchangeError,
+    Link,
+    SharedArea,
+)
+from kevin.evaluator.worker.support import Failure
+
+_perf_ns = time.perf_counter_ns
+
+
+MAX_BUILDS = 16
+"""Builds one candidate may ask for (each is a load_inline call at import)."""
+
+
+class RunnerFailed(Exception):
+    """The runner failed a command (its account: stage, error), died, or broke the protocol
+    (`tampering`: a reply to another command, a malformed line, something kevin's runner never
+    sends; once candidate code is loaded that is the candidate's doing)."""
+
+    def __init__(self, reply: dict[str, Any], tampering: bool = False) -> None:
+        super().__init__(str(reply.get("error", "the runner failed")))
+        self.stage = str(reply.get("stage", "runtime"))
+        self.error = str(reply.get("error", "the runner failed"))[:20000]
+        self.tampering = tampering
+
+    def failure(self, stage: str | None = None, **fields: Any) -> Failure:
+        """The candidate's failure (`tampering` when it broke the protocol)."""
+        flags = ["tampering"] if self.tampering else []
+        return Failure(stage or self.stage, self.error, flags=flags, **fields)
+
+
+def _broken(what: str) -> RunnerFailed:
+    return RunnerFailed(
+        {"stage": "runtime", "error": f"the candidate's process broke kevin's protocol: {what}"}, True
+    )
+
+
+@dataclass
+class CycleRecord:
+    """What the judge's clock saw: ns per timed call, ns per fetch of a sampled call's output."""
+
+    cycle_ns: list[int] = field(default_factory=list)
+    warm_ns: list[int] = field(default_factory=list)
+    fetch_ns: dict[int, int] = field(default_factory=dict)
+    """Timed-call index -> ns the fetch of its output took."""
+    outputs: dict[int, Any] = field(default_factory=dict)
+    """Timed-call index -> what `on_fetch` made of that call's outputs (read before the next fetch)."""
+    seeds: list[int] = field(default_factory=list)
+    """The input seed of each timed call, in order."""
+
+
+class RunnerHandle:
+    def __init__(self, area_bytes: int, *, lock: Any, env: dict[str, str], cwd: str) -> None:
+        """Start a runner confined by `lock` (a kevin.evaluator.confine.LockDown applied before its
+        exec, so every thread it ever has is under it) in a PID namespace of its own."""
+        judge_end, runner_end = socket.socketpair()
+        self.area = SharedArea(area_bytes)
+        command = [sys.executable, "-m", "kevin.evaluator.worker.runner", str(runner_end.fileno()), str(self.area.fd)]
+        try:
+            self.process = confine.spawn_confined(
+                command, pass_fds=(runner_end.fileno(), self.area.fd), env=env, cwd=cwd, lock=lock
+            )
+        finally:
+            runner_end.close()
+        self.namespace = self.process.pid_namespace
+        self.confinement = {
+            "pid_namespace": self.namespace,
+            "namespace_reason": self.process.reason,
+            "lockdown": self.process.lockdown or {},
+        }
+        self.link = Link(judge_end)
+        self.pid = self.process.pid
+        self.sequence = 0
+
+    # -- commands ------------------------------------------------------------------------------------
+    def request(self, command: str, builds: Any = None, **fields: Any) -> dict[str, Any]:
+        """Send a command; its reply must echo the command's sequence number. While a `load` runs,
+        the runner may ask for builds first (`{"build": arguments}`): `builds(arguments)` answers
+        each (the judge's build broker), at most MAX_BUILDS of them."""
+        self.sequence += 1
+        self.link.send({"cmd": command, "seq": self.sequence, **fields})
+        reply = self.receive()
+        served = 0
+        while builds is not None and "build" in reply and reply.get("seq") == self.sequence:
+            served += 1
+            if served > MAX_BUILDS:
+                raise _broken(f"more than {MAX_BUILDS} builds in one load")
+            self.link.send({"built": builds(reply["build"]), "seq": self.sequence})
+            reply = self.receive()
+        if reply.get("seq") != self.sequence or not isinstance(reply.get("ok"), bool):
+            raise _broken(f"a reply that does not answer {command!r}")
+        if reply["ok"] is not True:
+            raise RunnerFailed(reply)
+        return reply
+
+    def receive(self) -> dict[str, Any]:
+        try:
+            return self.link.receive()
+        except ExchangeError as exc:
+            if "closed" not in str(exc):
+                raise _broken(str(exc)) from None
+            raise RunnerFailed({"stage": "runtime", "error": self.death()}) from None
+        except OSError as exc:
+            raise RunnerFailed({"stage": "runtime", "error": f"{self.death()} ({exc})"}) from None
+
+    def death(self) -> str:
+        """How the runner ended, in words (waiting a moment for the exit status)."""
+        code = self.process.poll()
+        deadline = time.monotonic() + 2.0
+        while code is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            code = self.process.poll()
+        if code is None:
+            return "the runner stopped answering"
+        if code < 0:
+            try:
+                return f"the process crashed with {signal.Signals(-code).name}"
+            except ValueError:
+                return f"the process was killed by signal {-code}"
+        return f"the process exited with code {code}"
+
+    # -- timed cycles --------------------------------------------------------------------------------
+    def run_cycles(
+        self,
+        *,
+        model: bool,
+        spin: bool,
+        seeds: Any,
+        warmup_ms: float,
+        min_warmup: int,
+        budget_ms: float,
+        min_reps: int,
+        max_reps: int,
+        output_bytes: int,
+        fetch: Any,
+        on_fetch: Any,
+        prepare: Any = None,
+        inputs: Any = None,
+        output_start: int = 0,
+    ) -> CycleRecord:
+        """Warm up, then time calls until the budget; `seeds()` gives each call's input seed,
+        `fetch(index, reps)` says, after a timed call is DONE, whether to fetch its output, and
+        `on_fetch(metas)` reads the fetched outputs out of the shared area (before the next fetch
+        reuses it). On the CPU back end `inputs` describes input tensors laid out in the shared area
+        (exchange.shared_inputs) and `prepare(seed)` writes each call's fresh inputs there before
+        the call starts (outside the clock: the runner only reads them); elsewhere the runner
+        refills its inputs from the seed inside the clock."""
+        self.sequence += 1
+        self.link.send(
+            {
+                "cmd": "cycles",
+                "seq": self.sequence,
+                "model": model,
+                "spin": spin,
+                "seed": seeds(),
+                "output_bytes": output_bytes,
+                "inputs": inputs,
+                "output_start": output_start,
+            }
+        )
+        self._expect_ready()
+        words = self.area.words
+        if spin:
+            for slot in (GO, DONE, FETCH, FETCHED, STOP):
+                words[slot] = 0
+        record = CycleRecord()
+        call = 0
+        spent_ms = 0.0
+        while len(record.warm_ns) < min_warmup or spent_ms < warmup_ms:
+            call += 1
+            seed = seeds()
+            if prepare is not None:
+                prepare(seed)
+            elapsed = self._cycle(spin, words, call, seed)
+            record.warm_ns.append(elapsed)
+            spent_ms += elapsed / 1e6
+            if len(record.warm_ns) >= 1000:
+                break
+        estimate_ms = max(sorted(record.warm_ns)[len(record.warm_ns) // 2] / 1e6, 1e-4)
+        reps = int(min(max(budget_ms / estimate_ms, min_reps), max_reps))
+        for index in range(reps):
+            call += 1
+            seed = seeds()
+            record.seeds.append(seed)
+            if prepare is not None:
+                prepare(seed)
+            record.cycle_ns.append(self._cycle(spin, words, call, seed))
+            if fetch(index, reps):
+                record.fetch_ns[index], metas = self._fetch(spin, words, call)
+                record.outputs[index] = on_fetch(metas)
+        self._stop(spin, words)
+        return record
+
+    def _expect_ready(self) -> None:
+        reply = self.receive()
+        if reply.get("ok") is False and reply.get("seq") == self.sequence:
+            raise RunnerFailed(reply)
+        if reply.get("ready") is not True or reply.get("seq") != self.sequence:
+            raise _broken("an unexpected reply to 'cycles'")
+
+    def _cycle(self, spin: bool, words: Any, call: int, seed: int) -> int:
+        if not spin:
+            started = _perf_ns()
+            self.link.send({"go": call, "seed": seed})
+            reply = self.receive()
+            finished = _perf_ns()
+            if reply.get("done") != call:
+                self._failed_or_broken(reply, "a reply that is not the call's DONE")
+            return finished - started
+        words[SEED] = seed
+        started = _perf_ns()
+        words[GO] = call
+        spins = 0
+        while words[DONE] != call:
+            spins += 1
+            if spins & 0xFFFF == 0 and (words[DONE] < 0 or self.process.poll() is not None):
+                if self.process.poll() is not None:
+                    raise RunnerFailed({"stage": "runtime", "error": self.death() + " while timed"})
+                self._failed_or_broken(self.receive(), "DONE set to something other than the call")
+        return _perf_ns() - started
+
+    def _fetch(self, spin: bool, words: Any, call: int) -> tuple[int, Any]:
+        started = _perf_ns()
+        if spin:
+            words[FETCH] = call
+        else:
+            self.link.send({"fetch": call})
+        reply = self.receive()
+        elapsed = _perf_ns() - started
+        if reply.get("fetched") != call:
+            self._failed_or_broken(reply, "a reply that is not the fetched output")
+        return elapsed, reply.get("outputs")
+
+    def _failed_or_broken(self, reply: dict[str, Any], what: str) -> None:
+        if reply.get("ok") is False and reply.get("seq") == self.sequence:
+            raise RunnerFailed(reply)
+        raise _broken(what)
+
+    def _stop(self, spin: bool, words: Any) -> None:
+        if spin:
+            words[STOP] = 1
+        else:
+            self.link.send({"stop": True})
+        reply = self.receive()
+        if reply.get("stopped") is not True or reply.get("seq") != self.sequence:
+            self._failed_or_broken(reply, "an unexpected reply to STOP")
+
+    # -- the end -------------------------------------------------------------------------------------
+    def thread_count(self) -> int | None:
+        """The runner's OS threads, read by the judge from /proc (native threads included)."""
+        try:
+            return confine.os_thread_count(self.pid)
+        except OSError:
+            return None
+
+    def kill(self) -> int:
+        """End the runner and everything it started; returns how many other processes it had left."""
+        if self.namespace and self.process.init_pid:
+            left = max(len(confine.descendants(self.process.init_pid)) - 1, 0)
+        else:
+            left = len(confine.descendants(self.pid))
+        self.process.kill()
+        try:
+            self.link.close()
+        finally:
+            self.area.close()
+        return left

@@ -1,0 +1,161 @@
+"""Checkpoints for exact resume, and weight exports for a sampling server.
+
+A checkpoint is a folder `checkpoints/step_NNNNNN/` with
+
+    model.pt       the model's state dict (LoRA: the trainable adapter weights only; the frozen base
+                   comes from `model.name_or_path` again)
+    optimizer.pt   AdamW's state
+    state.pt       the step, the learner's optimiser-step count (the lr schedule's state), the task
+                   sampler's state, the collapse monitor's streaks, and every rank's RNG states
+                   (python `random`, numpy, torch CPU, every CUDA device)
+
+written under a temporary name and renamed when complete, then `checkpoints/latest` is rewritten to
+name it; the oldest folders beyond `keep` are deleted. Resuming from it restores all of that, so on
+the CPU a run stopped after step k and resumed matches an uninterrupted run bit for bit (the tests
+check it). Rows that the stopped launch logged after step k are dropped by the loop.
+
+Under FSDP the full state dicts are gathered to the CPU (collectives on every rank) and rank 0 writes;
+on load every rank reads the files (a shared filesystem is assumed) and keeps its shards.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kevin.train.distributed import DistributedContext, full_state_dict
+from kevin.train.model import is_lora
+
+CHECKPOINTS_DIR = "checkpoints"
+LATEST_FILE = "latest"
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy
+
+        state["numpy"] = numpy.random.get_state()
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy
+
+        numpy.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _model_state(model: torch.nn.Module, context: DistributedContext) -> dict[str, torch.Tensor]:
+    state = full_state_dict(model, context)
+    if is_lora(model):
+        trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+        state = {k: v for k, v in state.items() if k in trainable}
+    return state
+
+
+def _optimizer_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, context: DistributedContext
+) -> dict:
+    if not context.fsdp:
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    pointer = Path(run_dir) / CHECKPOINTS_DIR / LATEST_FILE
+    if not pointer.is_file():
+        return None
+    path = pointer.parent / pointer.read_text(encoding="utf-8").strip()
+    return path if path.is_dir() else None
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    context: DistributedContext,
+    keep: int = 2,
+) -> Path:
+    """Write the checkpoint of `step` (call on every rank); `state` holds the loop's own state."""
+    model_state = _model_state(model, context)
+    optimizer_state = _optimizer_state(model, optimizer, context)
+    rng_states = context.gather(rng_state())
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    final = root / f"step_{step:06d}"
+    if context.is_main:
+        partial = root / f".step_{step:06d}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        torch.save(model_state, partial / "model.pt")
+        torch.save(optimizer_state, partial / "optimizer.pt")
+        torch.save({**state, "step": step, "rng": rng_states}, partial / "state.pt")
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+        (root / LATEST_FILE).write_text(final.name + "\n", encoding="utf-8")
+        for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    context.barrier()
+    return final
+
+
+def load_checkpoint(
+    path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, context: DistributedContext
+) -> dict[str, Any]:
+    """Restore model, optimiser and this rank's RNG from `path`; return the loop's state."""
+    model_state = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
+    optimizer_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
+    state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
+    strict = not is_lora(model)
+    if context.fsdp:
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        options = StateDictOptions(full_state_dict=True, strict=strict)
+        set_model_state_dict(model, model_state, options=options)
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+    else:
+        missing, unexpected = model.load_state_dict(model_state, strict=strict)
+        if unexpected:
+            raise ValueError(f"checkpoint {path} has weights the model lacks: {unexpected[:5]}")
+        optimizer.load_state_dict(optimizer_state)
+    rng = state.pop("rng")
+    set_rng_state(rng[context.rank] if context.rank < len(rng) else rng[0])
+    return state
+
+
+def export_weights(
+    model: torch.nn.Module, tokenizer: Any, directory: Path, context: DistributedContext
+) -> Path:
+    """Save the weights a sampling server loads: the LoRA adapter, or the whole model with its
+    tokenizer, in Hugging Face format (call on every rank)."""
+    state = full_state_dict(model, context)
+    if context.is_main:
+        directory.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(str(directory), state_dict=state)
+        if not is_lora(model):
+            tokenizer.save_pretrained(str(directory))
+    context.barrier()
+    return directory

@@ -1,0 +1,314 @@
+"""The training loop: the paper's multi-turn GRPO (DESIGN.md §3), one step at a time.
+
+    setup (kevin.train.launch): run directory and config.json, tokenizer, model, learner, policy,
+           evaluator, task split and sampler, monitors, loggers; on resume, the latest checkpoint
+    [held-out evaluation at step 0]
+    for each step:
+        tasks      tasks_per_step tasks, evenly across levels                      (rank 0)
+        episodes   N trajectories x T turns per task: prompts, sampling, parsing, evaluation with
+                   identical candidates evaluated once, credit (kevin.rl.env/.reward)   (rank 0)
+        record     every turn to episodes.jsonl (re-verifiable with `kevin eval`)       (rank 0)
+        samples    one per trainable turn (kevin.train.packing), broadcast to every rank
+        learn      clipped surrogate, N gradient steps (kevin.train.learner)       (all ranks)
+        push       new weights to the sampling server (http policy)
+        log        one line, metrics.jsonl / tensorboard / wandb, collapse rules (warn or stop)
+        checkpoint every k steps; held-out evaluation every m steps (paper metrics, heldout.jsonl)
+    end: checkpoint, held-out evaluation, curves.png
+
+Reward hygiene: a turn whose evaluation failed on our side has no score and is neither trained on
+nor counted in its group (kevin.rl.reward); a group whose rewards all agree gives advantage 0 and so
+no gradient (a step where every group is like that still runs, logs and checkpoints, with no
+optimiser step). Rewards come only from the evaluator's verdicts.
+
+Departures: the episode waits for the whole batch of a turn to be generated before evaluation starts
+(the `Policy` protocol returns a list); candidates of a turn are evaluated concurrently as they are
+parsed. Rollouts and learning do not overlap (no asynchronous off-policy data beyond the second
+gradient step).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kevin.rl.env import EpisodeConfig, run_episodes
+from kevin.rl.episodes import EPISODES_FILE, episode_rows, write_episodes
+from kevin.tasks import Task
+from kevin.train import checkpoint as checkpoints
+from kevin.train.config import TrainConfig
+from kevin.train.distributed import follow
+from kevin.train.launch import (
+    HELDOUT_FILE,
+    EvaluatorFactory,
+    PolicyFactory,
+    Run,
+    RunResult,
+    close,
+    say,
+    setup,
+)
+from kevin.train.monitors import rollout_health
+from kevin.train.packing import samples_from_trajectories
+from kevin.train.rollout import TimedPolicy
+from kevin.train.tracking import flatten
+
+WEIGHTS_DIR = "weights"
+"""Weights exported for the sampling server, one folder per step (the newest two kept)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# One step
+
+
+def episode_config(config: TrainConfig, step: int) -> EpisodeConfig:
+    rollout, reward = config.rollout, config.reward
+    return EpisodeConfig(
+        trajectories=rollout.trajectories,
+        turns=rollout.turns,
+        backend=rollout.backend,
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        max_completion_tokens=rollout.completion_tokens_at(step),
+        max_prompt_tokens=rollout.max_prompt_tokens,
+        stop_after_correct=rollout.stop_after_correct,
+        correct_bonus=reward.correct_bonus,
+        gamma=reward.gamma,
+        aggregation=reward.aggregation,
+        advantage_group=reward.advantage_group,
+        baseline=reward.baseline,
+        advantage_scale=reward.advantage_scale,
+        evaluation_timeout_s=config.evaluator.turn_timeout_s,
+    )
+
+
+def _episodes(run: Run, tasks: Sequence[Task], episodes: EpisodeConfig):
+    """Rank 0 runs the episodes (the other ranks sample along in `follow`); (trajectories, seconds
+    spent generating)."""
+    timed = TimedPolicy(run.policy)
+    count_tokens = run.codec.count_tokens if episodes.max_prompt_tokens is not None else None
+    try:
+        trajectories = run_episodes(tasks, timed, run.evaluator, episodes, count_tokens=count_tokens)
+    finally:
+        _release_followers(run)
+    return trajectories, timed.seconds
+
+
+def _release_followers(run: Run) -> None:
+    """Let ranks > 0 out of `follow()` (they wait there while rank 0 runs episodes)."""
+    if run.context.active:
+        run.context.broadcast(("done",))
+
+
+def _rollout(run: Run, step: int) -> tuple[list, dict[str, float]]:
+    """Rank 0: episodes, records and samples of this step; other ranks: sample along."""
+    if not run.context.is_main:
+        follow(run.policy if run.config.rollout.policy == "hf" else None, run.context)
+        return [], {}
+    started = time.monotonic()
+    tasks = run.sampler.sample(run.config.rollout.tasks_per_step)
+    trajectories, generate_s = _episodes(run, tasks, episode_config(run.config, step))
+    rollout_s = time.monotonic() - started
+    dedup = run.evaluator.new_step()
+    write_episodes(run.run_dir / EPISODES_FILE, trajectories, step=step)
+    samples = samples_from_trajectories(
+        trajectories, run.codec, mask_truncated=run.config.loss.mask_truncated
+    )
+    metrics = {
+        f"rollout/{k}": v for k, v in rollout_health(trajectories, run.config.monitor.expected_opener).items()
+    }
+    metrics.update(
+        {
+            "rollout/samples": float(len(samples)),
+            "rollout/samples_nonzero": float(sum(s.advantage != 0.0 for s in samples)),
+            "evaluator/candidates": float(dedup["candidates"]),
+            "evaluator/evaluated": float(dedup["evaluated"]),
+            "time/generate_s": generate_s,
+            "time/evaluate_s": rollout_s - generate_s,
+        }
+    )
+    return samples, metrics
+
+
+def train_step(run: Run, step: int) -> dict[str, float]:
+    """One step on every rank; the metrics (complete on rank 0)."""
+    started = time.monotonic()
+    samples, metrics = _rollout(run, step)
+    samples = run.context.broadcast(samples)
+    learned = time.monotonic()
+    if samples:
+        result = run.learner.learn(
+            samples,
+            step=step,
+            max_completion_tokens=run.config.rollout.completion_tokens_at(step),
+            temperature=run.config.rollout.temperature,
+        )
+        result.pop("per_step")
+        metrics.update({f"learn/{k}": v for k, v in result.items()})
+    metrics["time/learn_s"] = time.monotonic() - learned
+    _push_weights(run, step)
+    metrics["time/step_s"] = time.monotonic() - started
+    return flatten(metrics)
+
+
+def _push_weights(run: Run, step: int) -> None:
+    """Save the new weights and ask the sampling server to load them (http policy only)."""
+    if run.config.rollout.policy != "http" or not run.config.rollout.http_reload_url:
+        return
+    directory = run.run_dir / WEIGHTS_DIR / f"step_{step:06d}"
+    checkpoints.export_weights(run.model, run.tokenizer, directory, run.context)
+    if run.context.is_main:
+        run.policy.push_weights(str(directory), step)
+        for old in sorted((run.run_dir / WEIGHTS_DIR).glob("step_*"))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Held-out evaluation, checkpoints, the step line
+
+
+def evaluate_heldout(run: Run, step: int) -> dict[str, float]:
+    """The paper's metrics on the held-out tasks (rows appended to heldout.jsonl)."""
+    from kevin.rl.metrics import compute_metrics
+
+    if not run.context.is_main:
+        follow(run.policy if run.config.rollout.policy == "hf" else None, run.context)
+        return {}
+    loop = run.config.loop
+    tasks = run.heldout_tasks[: loop.eval_max_tasks] if loop.eval_max_tasks else run.heldout_tasks
+    if not tasks:
+        _release_followers(run)
+        return {}
+    started = time.monotonic()
+    episodes = dataclasses.replace(
+        episode_config(run.config, max(step, 1)), trajectories=loop.eval_trajectories, turns=loop.eval_turns
+    )
+    trajectories, _ = _episodes(run, tasks, episodes)
+    run.evaluator.new_step()
+    write_episodes(run.run_dir / HELDOUT_FILE, trajectories, step=step)
+    overall = compute_metrics(episode_rows(trajectories, step=step))["overall"]
+    keys = ("correct", "speedup", "fast_1", "fast_1.5", "pass@1", "geomean")
+    metrics = {f"heldout/{k}": overall[k] for k in keys if overall.get(k) is not None}
+    metrics["time/heldout_s"] = time.monotonic() - started
+    return metrics
+
+
+def save(run: Run, step: int) -> None:
+    state = {
+        "learner": run.learner.state(),
+        "sampler": run.sampler.state(),
+        "monitor": run.monitor.state(),
+    }
+    checkpoints.save_checkpoint(
+        run.run_dir,
+        step,
+        model=run.model,
+        optimizer=run.learner.optimizer,
+        state=state,
+        context=run.context,
+        keep=run.config.loop.keep_checkpoints,
+    )
+
+
+def step_line(step: int, total: int, metrics: dict[str, float]) -> str:
+    """The one line a step prints."""
+
+    def value(key: str, spec: str = ".3f", scale: float = 1.0) -> str:
+        return "-" if key not in metrics else format(metrics[key] * scale, spec)
+
+    parts = [
+        f"step {step}/{total}",
+        f"reward {value('rollout/reward_mean')} passed {value('rollout/passed_share', '.0%')} "
+        f"format-err {value('rollout/format_error_share', '.0%')} trunc {value('rollout/truncated_share', '.0%')}",
+        f"samples {value('rollout/samples_nonzero', '.0f')}/{value('rollout/samples', '.0f')}",
+        f"loss {value('learn/loss', '.4g')} gnorm {value('learn/grad_norm', '.3g')} "
+        f"clip {value('learn/clip_low_frac', '.1%')}/{value('learn/clip_high_frac', '.1%')} "
+        f"lp-gap {value('learn/logprob_diff_max', '.2g')}",
+        f"gen {value('time/generate_s', '.1f')}s eval {value('time/evaluate_s', '.1f')}s "
+        f"learn {value('time/learn_s', '.1f')}s",
+    ]
+    if "heldout/correct" in metrics:
+        parts.append(f"held-out correct {value('heldout/correct')} speedup {value('heldout/speedup')}")
+    return " | ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+def _record(run: Run, step: int, metrics: dict[str, float]) -> str | None:
+    """Log a step's metrics and apply the collapse rules; the stopping rule's text, if one fired."""
+    stopped_by = None
+    if run.context.is_main:
+        for alarm in run.monitor.check({k.split("/", 1)[1]: v for k, v in metrics.items()}):
+            say(run, f"  monitor {alarm.describe()}")
+            stopped_by = stopped_by or (alarm.describe() if alarm.stop else None)
+        run.loggers.log(step, metrics)
+        run.history.append({"step": step, **metrics})
+    return run.context.broadcast(stopped_by)
+
+
+def run_loop(run: Run) -> RunResult:
+    """Steps from the one after the restored checkpoint to the end of this launch."""
+    loop = run.config.loop
+    last = loop.steps if loop.stop_after_steps is None else min(loop.steps, run.step + loop.stop_after_steps)
+    if run.step == 0 and loop.eval_at_start and loop.eval_every:
+        metrics = evaluate_heldout(run, 0)
+        if metrics:
+            _record(run, 0, metrics)
+            say(
+                run,
+                f"step 0 held-out: correct {metrics.get('heldout/correct', 0):.3f} "
+                f"speedup {metrics.get('heldout/speedup', 0):.3f}",
+            )
+    stopped_by = None
+    saved_at = run.step
+    for step in range(run.step + 1, last + 1):
+        metrics = train_step(run, step)
+        run.step = step
+        if loop.eval_every and (step % loop.eval_every == 0 or step == loop.steps):
+            metrics.update(evaluate_heldout(run, step))
+        say(run, step_line(step, loop.steps, metrics))
+        stopped_by = _record(run, step, metrics)
+        if step % loop.checkpoint_every == 0 or step == last or stopped_by:
+            save(run, step)
+            saved_at = step
+        if stopped_by:
+            say(run, f"kevin train: stopped at step {step} by the collapse rule ({stopped_by})")
+            break
+    if saved_at != run.step:
+        save(run, run.step)
+    return RunResult(run.run_dir, run.step, stopped_by, run.history)
+
+
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    tasks: Sequence[Task] | None = None,
+    policy_factory: PolicyFactory | None = None,
+    evaluator_factory: EvaluatorFactory | None = None,
+    out: Callable[[str], None] = print,
+) -> RunResult:
+    """Set up, run this launch's steps, close. The whole of `kevin train`."""
+    run = setup(
+        config,
+        run_dir,
+        resume=resume,
+        tasks=tasks,
+        policy_factory=policy_factory,
+        evaluator_factory=evaluator_factory,
+        out=out,
+    )
+    try:
+        return run_loop(run)
+    finally:
+        close(run)
+
+
+def print_line(line: str) -> None:
+    print(line, file=sys.stdout, flush=True)

@@ -1,0 +1,111 @@
+"""Rollout health and the collapse rules that warn or stop a run (DESIGN.md §3, "watch for collapse").
+
+`rollout_health(trajectories)` measures one step's episodes:
+
+    not_opener_share    share of completions that do not start (after whitespace) with the expected
+                        opener: the paper's "not okay" ratio, an early sign of a collapsing policy
+    truncated_share     share of completions cut at the token limit
+    completion_tokens   mean completion length in tokens (when the sampler reported it)
+    reward_mean         mean score of the trainable turns; reward_turn_<t> per turn index
+    passed_share, format_error_share, infrastructure (count), zero_spread_tasks (count of tasks
+    whose trainable turns all got advantage 0: no gradient from them)
+
+`CollapseMonitor.check(metrics)` applies the rules of `MonitorConfig`: a value above a warn threshold
+raises a warning for that step; a value above a stop threshold for `patience_steps` steps in a row
+asks the loop to stop (after it saves a checkpoint). The run of consecutive steps is state the
+checkpoints keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kevin.rl.env import Trajectory
+from kevin.train.config import MonitorConfig
+
+
+def rollout_health(trajectories: Sequence[Trajectory], expected_opener: str = "") -> dict[str, float]:
+    turns = [turn for trajectory in trajectories for turn in trajectory.turns]
+    if not turns:
+        return {}
+    count = len(turns)
+    health: dict[str, float] = {
+        "truncated_share": sum(t.generation.truncated for t in turns) / count,
+        "passed_share": sum(t.result.passed for t in turns) / count,
+        "format_error_share": sum(t.result.stage == "format" for t in turns) / count,
+        "infrastructure": float(sum(t.result.blame == "infrastructure" for t in turns)),
+    }
+    if expected_opener:
+        openers = [t.generation.text.lstrip().startswith(expected_opener) for t in turns]
+        health["not_opener_share"] = 1.0 - sum(openers) / count
+    lengths = [t.generation.completion_tokens for t in turns if t.generation.completion_tokens is not None]
+    if lengths:
+        health["completion_tokens"] = sum(lengths) / len(lengths)
+    scores = [t.score for t in turns if t.score is not None]
+    if scores:
+        health["reward_mean"] = sum(scores) / len(scores)
+    for number in sorted({t.turn for t in turns}):
+        at_turn = [t.score for t in turns if t.turn == number and t.score is not None]
+        if at_turn:
+            health[f"reward_turn_{number}"] = sum(at_turn) / len(at_turn)
+    by_task: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        for turn in trajectory.turns:
+            if turn.advantage is not None:
+                by_task.setdefault(trajectory.task.id, []).append(turn.advantage)
+    health["zero_spread_tasks"] = float(sum(all(a == 0.0 for a in values) for values in by_task.values()))
+    return health
+
+
+@dataclass(frozen=True)
+class Alarm:
+    metric: str
+    value: float
+    threshold: float
+    stop: bool
+
+    def describe(self) -> str:
+        action = "stopping" if self.stop else "warning"
+        return f"{action}: {self.metric} = {self.value:.4g} above {self.threshold:.4g}"
+
+
+class CollapseMonitor:
+    def __init__(self, config: MonitorConfig) -> None:
+        self.config = config
+        self.streaks: dict[str, int] = {}
+
+    def _rules(self) -> list[tuple[str, float | None, float | None]]:
+        config = self.config
+        rules = [
+            ("truncated_share", config.truncated_warn, config.truncated_stop),
+            ("grad_norm", config.grad_norm_warn, config.grad_norm_stop),
+        ]
+        if config.expected_opener:
+            rules.append(("not_opener_share", config.not_opener_warn, config.not_opener_stop))
+        return rules
+
+    def check(self, metrics: dict[str, Any]) -> list[Alarm]:
+        """Alarms for this step's metrics; an Alarm with stop=True means the run should end."""
+        alarms = []
+        for name, warn, stop in self._rules():
+            value = metrics.get(name)
+            if value is None:
+                continue
+            if stop is not None and value > stop:
+                self.streaks[name] = self.streaks.get(name, 0) + 1
+                if self.streaks[name] >= self.config.patience_steps:
+                    alarms.append(Alarm(name, float(value), stop, True))
+                    continue
+            else:
+                self.streaks[name] = 0
+            if warn is not None and value > warn:
+                alarms.append(Alarm(name, float(value), warn, False))
+        return alarms
+
+    def state(self) -> dict[str, Any]:
+        return {"streaks": dict(self.streaks)}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.streaks = dict(state.get("streaks", {}))

@@ -1,0 +1,137 @@
+"""A `Policy` backed by transformers `generate` on the learner's own weights (no server needed).
+
+Batched sampling: prompts are wrapped by the `TextCodec` (chat template when the tokenizer has one),
+sorted by length, left-padded and generated `batch_size` at a time with the KV cache, temperature
+and top-p (top-k off), until the end-of-sequence token, a stop string, or `max_tokens`. Results come
+back in the order of the prompts as `SampledGeneration`s: text, finish reason (`stop` or `length`),
+the prompt and completion token ids, and each completion token's log-prob under the distribution
+it was drawn from before top-p truncation, log softmax(logits / T) (kevin.train.logprobs computes the
+same quantity for the agreement check).
+
+The per-step logits are kept until the batch ends (batch x new tokens x vocabulary floats): fine for
+the small models this back end is for; a 32B policy samples through a server (kevin.train.policy_http).
+
+Under FSDP every rank must run the same number of forward passes, so `synced_gpus=True` keeps a
+rank that finished early stepping until all have finished (kevin.train.distributed uses this).
+Sampling draws from torch's global generator, whose state the checkpoints save.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kevin.rl.env import Sampling
+from kevin.train.logprobs import autocast_context
+from kevin.train.model import TextCodec
+from kevin.train.sampled import SampledGeneration
+
+
+class HFPolicy:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        codec: TextCodec,
+        *,
+        device: torch.device,
+        batch_size: int = 64,
+        stop_strings: Sequence[str] = (),
+        autocast_dtype: torch.dtype | None = None,
+        synced_gpus: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.model = model
+        self.codec = codec
+        self.device = device
+        self.batch_size = batch_size
+        self.stop_strings = list(stop_strings)
+        self.autocast_dtype = autocast_dtype
+        self.synced_gpus = synced_gpus
+
+    def generate(self, prompts: list[str], sampling: Sampling) -> list[SampledGeneration]:
+        encoded = [self.codec.encode_prompt(prompt) for prompt in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
+        results: list[SampledGeneration | None] = [None] * len(prompts)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            for index, generation in zip(chunk, self._generate_batch([encoded[i] for i in chunk], sampling)):
+                results[index] = generation
+        return [r for r in results if r is not None]
+
+    def _generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[SampledGeneration]:
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.codec.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros_like(input_ids)
+        for row, ids in enumerate(prompts):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids) :] = 1
+        options = {}
+        if self.stop_strings:
+            options = {"stop_strings": self.stop_strings, "tokenizer": self.codec.tokenizer}
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), autocast_context(self.device, self.autocast_dtype):
+                output = self.model.generate(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=attention_mask.to(self.device),
+                    do_sample=True,
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    top_k=0,
+                    max_new_tokens=sampling.max_tokens,
+                    use_cache=True,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                    pad_token_id=self.codec.pad_id,
+                    eos_token_id=self.codec.eos_id,
+                    synced_gpus=self.synced_gpus,
+                    **options,
+                )
+        finally:
+            self.model.train(was_training)
+        new_tokens = output.sequences[:, width:].cpu()
+        logprobs = _chosen_logprobs(output.logits, new_tokens, sampling.temperature)
+        return [
+            self._record(prompt, new_tokens[row].tolist(), logprobs[row].tolist(), sampling.max_tokens)
+            for row, prompt in enumerate(prompts)
+        ]
+
+    def _record(
+        self, prompt: list[int], tokens: list[int], logprobs: list[float], max_tokens: int
+    ) -> SampledGeneration:
+        """Cut one row at its end-of-sequence token (kept) or its padding, and name why it ended."""
+        if self.codec.eos_id in tokens:
+            end = tokens.index(self.codec.eos_id) + 1
+            reason = "stop"
+        else:
+            end = len(tokens)
+            while end > 0 and tokens[end - 1] == self.codec.pad_id:
+                end -= 1
+            reason = "stop" if end < max_tokens else "length"
+        kept = tokens[:end]
+        return SampledGeneration(
+            text=self.codec.decode_completion(kept),
+            finish_reason=reason,
+            completion_tokens=len(kept),
+            prompt_token_ids=tuple(prompt),
+            token_ids=tuple(kept),
+            logprobs=tuple(logprobs[:end]),
+        )
+
+
+def _chosen_logprobs(
+    step_logits: Sequence[torch.Tensor], tokens: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """[B, N] log softmax(logits / T) of the sampled tokens, from generate's raw per-step logits."""
+    columns = []
+    for step, logits in enumerate(step_logits):
+        scaled = logits.float() / temperature
+        chosen = tokens[:, step].to(scaled.device)
+        picked = scaled.gather(-1, chosen[:, None]).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
+        columns.append(picked.cpu())
+    if not columns:
+        return torch.zeros((tokens.shape[0], 0))
+    return torch.stack(columns, dim=1)

@@ -1,0 +1,158 @@
+"""The rollout side of a training step: which tasks, which evaluator, and where the time goes.
+
+- `TaskSampler`: `tasks_per_step` distinct tasks per step, evenly across levels: levels take turns
+  (round robin, continuing across steps), and within a level tasks come in seeded random passes, so
+  every task of a level is seen once before any is seen twice. Its state (random generator, queues,
+  turn pointer) goes into checkpoints, so a resumed run draws the same tasks.
+- `DedupEvaluator`: within one step, a candidate identical to one already submitted for the same
+  task is not evaluated again; it shares the first one's verdict (policies at low entropy repeat
+  themselves, and evaluation is the step's bottleneck). `new_step()` forgets everything.
+- `TimedPolicy`: wall time spent in `generate`, so the step can log its split (generate, evaluate,
+  learn); evaluation time is the rest of the episode time.
+- `build_evaluator`: the real evaluator from the config: `EvaluationService` (sandboxed workers on
+  this node) or `RayEvaluationService` (many nodes), with the per-candidate timing budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from kevin.evaluator.result import EvalResult
+from kevin.rl.env import Evaluator, Policy, Sampling
+from kevin.tasks import Task
+from kevin.train.config import EvaluatorConfig
+
+
+class TaskSampler:
+    def __init__(self, tasks: Sequence[Task], *, seed: int) -> None:
+        if not tasks:
+            raise ValueError("no tasks to train on")
+        self.by_level: dict[int, list[Task]] = {}
+        for task in sorted(tasks, key=lambda t: t.id):
+            self.by_level.setdefault(task.level, []).append(task)
+        self.levels = sorted(self.by_level)
+        self.rng = random.Random(seed)
+        self.queues: dict[int, list[str]] = {level: [] for level in self.levels}
+        self.turn = 0
+        self._by_id = {task.id: task for task in tasks}
+
+    def sample(self, count: int) -> list[Task]:
+        """`count` distinct tasks, levels taking turns."""
+        if count > len(self._by_id):
+            raise ValueError(f"{count} tasks per step but only {len(self._by_id)} tasks to train on")
+        chosen: list[str] = []
+        while len(chosen) < count:
+            level = self.levels[self.turn % len(self.levels)]
+            self.turn += 1
+            if all(task.id in chosen for task in self.by_level[level]):
+                continue
+            chosen.append(self._draw(level, set(chosen)))
+        return [self._by_id[task_id] for task_id in chosen]
+
+    def _draw(self, level: int, taken: set[str]) -> str:
+        queue = self.queues[level]
+        for _ in range(2):
+            for position, task_id in enumerate(queue):
+                if task_id not in taken:
+                    return queue.pop(position)
+            fresh = [task.id for task in self.by_level[level]]
+            self.rng.shuffle(fresh)
+            queue.extend(fresh)
+        raise AssertionError("a level with an untaken task always yields one")
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "rng": self.rng.getstate(),
+            "queues": {k: list(v) for k, v in self.queues.items()},
+            "turn": self.turn,
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.rng.setstate(state["rng"])
+        self.queues = {int(k): list(v) for k, v in state["queues"].items()}
+        self.turn = int(state["turn"])
+
+
+class DedupEvaluator:
+    """An `Evaluator` that evaluates each distinct (task, candidate) once per step."""
+
+    def __init__(self, inner: Evaluator) -> None:
+        self.inner = inner
+        self._futures: dict[tuple[str, str, str], Future[EvalResult]] = {}
+        self._lock = threading.Lock()
+        self.submitted = 0
+        self.evaluated = 0
+
+    def submit(self, task: Task, candidate_source: str) -> Future[EvalResult]:
+        key = (task.id, task.hash, hashlib.sha256(candidate_source.encode("utf-8")).hexdigest())
+        with self._lock:
+            self.submitted += 1
+            if key in self._futures:
+                return self._futures[key]
+            self.evaluated += 1
+        future = self.inner.submit(task, candidate_source)
+        with self._lock:
+            self._futures[key] = future
+        return future
+
+    def new_step(self) -> dict[str, int]:
+        """Forget this step's verdicts; return how many candidates came and how many were evaluated."""
+        with self._lock:
+            counts = {"candidates": self.submitted, "evaluated": self.evaluated}
+            self._futures.clear()
+            self.submitted = self.evaluated = 0
+        return counts
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+
+class TimedPolicy:
+    """A `Policy` that adds up the time its inner policy spends generating."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+
+    def generate(self, prompts: list[str], sampling: Sampling) -> list[Any]:
+        started = time.monotonic()
+        try:
+            return self.inner.generate(prompts, sampling)
+        finally:
+            self.seconds += time.monotonic() - started
+            self.calls += 1
+
+
+def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
+    """The real evaluator the config names (local sandboxed service, or Ray)."""
+    from kevin.evaluator.evaluate import EvalConfig
+    from kevin.evaluator.timing import TimingConfig
+
+    eval_config = EvalConfig(
+        backend=backend,
+        precision=config.precision,
+        trials=config.trials,
+        timing=TimingConfig(budget_ms=config.timing_budget_ms, warmup_ms=config.timing_warmup_ms),
+        static_check=config.static_check,
+        cache_dir=config.cache_dir or None,
+    )
+    if config.kind == "ray":
+        from kevin.evaluator.ray_service import RayEvaluationService
+
+        return RayEvaluationService(
+            eval_config, actor_concurrency=config.max_in_flight, address=config.ray_address or None
+        )
+    from kevin.evaluator.service import EvaluationService
+
+    return EvaluationService(
+        eval_config, max_in_flight=config.max_in_flight, device_indices=list(config.device_indices) or None
+    )

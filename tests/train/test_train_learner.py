@@ -1,0 +1,184 @@
+"""The learner on a tiny model: log-probs, off-policy steps, accumulation, schedule (kevin.train.learner)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from train_helpers import tiny_model, tiny_tokenizer
+
+from kevin.train.config import LossConfig, OptimConfig
+from kevin.train.learner import Learner, lr_at, warmup_steps_for
+from kevin.train.logprobs import completion_logprobs, logprob_agreement
+from kevin.train.model import TextCodec
+from kevin.train.packing import Sample, collate, unalign
+
+
+def samples(advantages=(1.0, -1.0, 0.5, -0.5), seed=0) -> list[Sample]:
+    generator = torch.Generator().manual_seed(seed)
+    made = []
+    for index, advantage in enumerate(advantages):
+        prompt = torch.randint(3, 500, (5 + index,), generator=generator).tolist()
+        completion = torch.randint(3, 500, (4 + 2 * index,), generator=generator).tolist()
+        made.append(Sample(tuple(prompt), tuple(completion), advantage, index=index))
+    return made
+
+
+def learner(model, *, loss=None, **optim) -> Learner:
+    settings = {"lr": 1e-2, "grad_clip": 1e9, "gradient_steps": 1, "micro_batch_tokens": 4096, **optim}
+    return Learner(
+        model,
+        loss=loss or LossConfig(),
+        optim=OptimConfig(**settings),
+        total_optimizer_steps=100,
+        device=torch.device("cpu"),
+        pad_id=TextCodec(tiny_tokenizer()).pad_id,
+    )
+
+
+def parameters(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+def test_log_probs_do_not_depend_on_the_other_rows_of_the_micro_batch():
+    model = tiny_model()
+    batch = samples()
+    together = completion_logprobs(model, collate(batch, 0), temperature=0.9, device=torch.device("cpu"))
+    for sample, row in zip(batch, unalign(together, batch)):
+        alone = completion_logprobs(model, collate([sample], 0), temperature=0.9, device=torch.device("cpu"))
+        assert torch.allclose(row, alone[0], atol=1e-5)
+    # and they are log-probabilities of the temperature-scaled distribution
+    assert (together <= 0).all()
+
+
+def test_first_step_is_on_policy_and_the_second_off_policy_with_clipping():
+    model = tiny_model()
+    result = learner(model, gradient_steps=2, minibatch_mode="repeat", lr=5e-2).learn(
+        samples(), step=1, max_completion_tokens=16, temperature=1.0
+    )
+    first, second = result["per_step"]
+    assert first["ratio_min"] == first["ratio_max"] == 1.0
+    assert first["clip_low_frac"] == first["clip_high_frac"] == 0.0
+    assert second["ratio_max"] > 1.0 and second["ratio_min"] < 1.0
+    assert second["clip_low_frac"] + second["clip_high_frac"] > 0.0
+    assert result["gradient_steps"] == 2 and result["samples_trained"] == 4
+
+
+def test_split_mode_trains_each_sample_once_and_the_second_share_is_off_policy():
+    model = tiny_model()
+    result = learner(model, gradient_steps=2, minibatch_mode="split", lr=5e-2).learn(
+        samples(advantages=(1.0, -1.0, 0.7, -0.7, 0.3, -0.3)),
+        step=1,
+        max_completion_tokens=16,
+        temperature=1.0,
+    )
+    first, second = result["per_step"]
+    assert first["ratio_min"] == first["ratio_max"] == 1.0
+    assert second["ratio_max"] != 1.0 or second["ratio_min"] != 1.0
+
+
+def test_gradient_accumulation_matches_one_big_micro_batch():
+    batch = samples()
+    small, large = tiny_model(), tiny_model()
+    # adam_eps = 1 makes the first update about lr x gradient, so the weights compare the gradients
+    for model, budget in ((small, 16), (large, 10_000)):
+        learner(model, micro_batch_tokens=budget, lr=1.0, adam_eps=1.0).learn(
+            batch, step=1, max_completion_tokens=16, temperature=1.0
+        )
+    for (name, a), b in zip(small.named_parameters(), large.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_gradient_checkpointing_gives_the_same_update():
+    batch = samples()
+    plain, recomputed = tiny_model(layers=2), tiny_model(layers=2, checkpointing=True)
+    assert [
+        any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+        for model in (plain, recomputed)
+    ] == [
+        False,
+        True,
+    ]
+    for model in (plain, recomputed):
+        learner(model, lr=1.0, adam_eps=1.0).learn(batch, step=1, max_completion_tokens=16, temperature=1.0)
+    for (name, a), b in zip(plain.named_parameters(), recomputed.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_zero_advantage_samples_are_skipped_but_counted_in_the_normaliser():
+    with_zero = learner(tiny_model()).learn(
+        samples((1.0, 0.0)), step=1, max_completion_tokens=16, temperature=1.0
+    )
+    alone = learner(tiny_model()).learn(samples((1.0,)), step=1, max_completion_tokens=16, temperature=1.0)
+    assert with_zero["samples_trained"] == 1
+    assert with_zero["loss"] == pytest.approx(alone["loss"] / 2)  # G = 2 against G = 1
+
+
+def test_no_gradient_when_every_advantage_is_zero():
+    model = tiny_model()
+    before = parameters(model)
+    result = learner(model).learn(samples((0.0, 0.0)), step=1, max_completion_tokens=16, temperature=1.0)
+    assert result["gradient_steps"] == 0
+    assert all(torch.equal(before[k], v) for k, v in model.named_parameters())
+
+
+def test_sampler_log_probs_as_old_and_the_agreement_check():
+    model = tiny_model()
+    batch = samples((1.0, -1.0))
+    exact = completion_logprobs(model, collate(batch, 0), temperature=1.0, device=torch.device("cpu"))
+    rows = unalign(exact, batch)
+    shifted = [
+        Sample(s.prompt_ids, s.completion_ids, s.advantage, tuple((row + 0.3).tolist()), index=s.index)
+        for s, row in zip(batch, rows)
+    ]
+    result = learner(copy.deepcopy(model), loss=LossConfig(old_logprobs="sampler")).learn(
+        shifted, step=1, max_completion_tokens=16, temperature=1.0
+    )
+    assert result["logprob_diff_max"] == pytest.approx(0.3, abs=1e-4)
+    assert result["logprob_diff_mean"] == pytest.approx(0.3, abs=1e-4)
+    # the first step's ratio is exp(learner - sampler) = exp(-0.3) everywhere
+    assert result["per_step"][0]["ratio_mean"] == pytest.approx(
+        torch.exp(torch.tensor(-0.3)).item(), abs=1e-4
+    )
+    agree = logprob_agreement([r.tolist() for r in rows], rows)
+    assert agree["logprob_diff_max"] < 1e-6
+
+
+def test_kl_against_the_lora_base():
+    model = tiny_model(lora_rank=4)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora" in n for n in trainable)
+    result = learner(model, loss=LossConfig(kl_coef=0.1), gradient_steps=2, minibatch_mode="repeat").learn(
+        samples(), step=1, max_completion_tokens=16, temperature=1.0
+    )
+    first, second = result["per_step"]
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7)  # LoRA starts as the identity
+    assert second["kl"] > 0.0
+
+
+def test_constant_learning_rate_with_warm_up():
+    assert warmup_steps_for(200, 0.03) == 6
+    assert [lr_at(k, peak_lr=2e-6, warmup_steps=4) for k in (0, 1, 3, 50)] == pytest.approx(
+        [5e-7, 1e-6, 2e-6, 2e-6]
+    )
+    assert lr_at(0, peak_lr=1.0, warmup_steps=0) == 1.0
+    model = tiny_model()
+    trained = Learner(
+        model,
+        loss=LossConfig(),
+        optim=OptimConfig(lr=1e-3, warmup_fraction=0.5, gradient_steps=2),
+        total_optimizer_steps=4,
+        device=torch.device("cpu"),
+        pad_id=0,
+    )
+    result = trained.learn(samples(), step=1, max_completion_tokens=16, temperature=1.0)
+    assert [s["lr"] for s in result["per_step"]] == pytest.approx([5e-4, 1e-3])
+    assert trained.state()["optimizer_steps"] == 2
+
+
+def test_grad_norm_is_reported_before_clipping():
+    result = learner(tiny_model(), grad_clip=1e-6).learn(
+        samples(), step=1, max_completion_tokens=16, temperature=1.0
+    )
+    assert result["grad_norm"] > 1e-6

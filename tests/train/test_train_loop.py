@@ -1,0 +1,220 @@
+"""The training loop with scripted policies and fake evaluators: fast, no compiler (kevin.train.loop)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from train_helpers import (
+    CyclingPolicy,
+    FakeEvaluator,
+    RewritingPolicy,
+    completion,
+    tasks,
+    tiny_config,
+    verdict,
+)
+
+from kevin.errors import UsageError
+from kevin.evaluator.result import EvalResult
+from kevin.rl.episodes import read_episodes
+from kevin.train.config import MonitorConfig
+from kevin.train.launch import default_policy
+from kevin.train.loop import train
+from kevin.train.monitors import CollapseMonitor
+from kevin.train.rollout import DedupEvaluator, TaskSampler
+
+
+def quiet(line: str) -> None:
+    pass
+
+
+def run(tmp_path, config, name="run", **kwargs):
+    kwargs.setdefault("tasks", tasks())
+    kwargs.setdefault("policy_factory", lambda r: CyclingPolicy())
+    kwargs.setdefault("evaluator_factory", lambda r: FakeEvaluator())
+    return train(config, tmp_path / name, out=kwargs.pop("out", quiet), **kwargs)
+
+
+def test_a_run_learns_logs_records_and_checkpoints(tmp_path):
+    lines = []
+    config = tiny_config(
+        loop={"steps": 2, "eval_every": 2, "eval_at_start": True, "split": "seeded", "plot": True}
+    )
+    result = run(tmp_path, config, tasks=tasks(6), out=lines.append)
+    run_dir = tmp_path / "run"
+    assert result.last_step == 2 and result.stopped_by is None
+    step_lines = [line for line in lines if line.startswith("step ")]
+    assert [line.split(" ")[1] for line in step_lines] == ["0", "1/2", "2/2"]  # one line per step
+    assert "gen " in step_lines[-1] and "learn " in step_lines[-1] and "held-out correct" in step_lines[-1]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    last = rows[-1]
+    assert last["learn/gradient_steps"] == 2 and last["learn/grad_norm"] > 0
+    for key in (
+        "time/generate_s",
+        "time/evaluate_s",
+        "time/learn_s",
+        "rollout/reward_turn_1",
+        "heldout/correct",
+    ):
+        assert key in last, key
+    episodes = read_episodes(run_dir)
+    assert {row["step"] for row in episodes} == {1, 2} and len(episodes) == 2 * 2 * 2 * 2
+    passed = [row for row in episodes if row["verdict"]["correct"]]
+    assert passed and all(row["score"] == pytest.approx(0.3 + row["verdict"]["speedup"]) for row in passed)
+    assert {row["step"] for row in read_episodes(run_dir / "heldout.jsonl")} == {0, 2}
+    assert json.loads((run_dir / "config.json").read_text())["preset"] == "test"
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step_000002"
+    assert (run_dir / "curves.png").stat().st_size > 10_000
+
+
+def test_infrastructure_failures_are_dropped_and_zero_spread_gives_no_gradient(tmp_path):
+    def judge(task, source):
+        if task.id == "L1_1":
+            raise RuntimeError("worker died")  # our side: no score, no sample
+        return EvalResult(stage="ok", correct=True, speedup=1.0, task_id=task.id)  # all equal: no spread
+
+    initial = {}
+
+    def policy(r):
+        initial.update({k: v.detach().clone() for k, v in r.model.named_parameters()})
+        return CyclingPolicy()
+
+    # one turn per trajectory: with equal scores every return is equal too (no later turns to add)
+    config = tiny_config(loop={"steps": 1}, rollout={"turns": 1})
+    result = run(
+        tmp_path,
+        config,
+        tasks=tasks(2),
+        policy_factory=policy,
+        evaluator_factory=lambda r: FakeEvaluator(judge),
+    )
+    (metrics,) = result.history
+    episodes = read_episodes(tmp_path / "run")
+    infra = [row for row in episodes if row["task"] == "L1_1"]
+    assert infra and all(row["score"] is None and not row["trainable"] for row in infra)
+    assert metrics["rollout/infrastructure"] == len(infra)
+    assert metrics["rollout/samples"] == len(episodes) - len(infra)
+    assert metrics["rollout/samples_nonzero"] == 0 and metrics["learn/gradient_steps"] == 0
+    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "model.pt")
+    assert all(torch.equal(checkpoint[k], v) for k, v in initial.items())
+
+
+def test_identical_candidates_are_evaluated_once_per_step():
+    inner = FakeEvaluator()
+    dedup = DedupEvaluator(inner)
+    task_a, task_b = tasks(2)
+    futures = [
+        dedup.submit(task_a, completion(0)),
+        dedup.submit(task_a, completion(0)),
+        dedup.submit(task_b, completion(0)),
+        dedup.submit(task_a, completion(2)),
+    ]
+    assert futures[0] is futures[1] and inner.calls == 3
+    assert dedup.new_step() == {"candidates": 4, "evaluated": 3}
+    dedup.submit(task_a, completion(0))
+    assert inner.calls == 4  # a new step evaluates again
+
+
+def test_tasks_are_drawn_evenly_across_levels_and_resume_draws_the_same():
+    pool = tasks(8, levels=(1, 2, 2, 2))  # 2 tasks at level 1, 6 at level 2
+    sampler = TaskSampler(pool, seed=0)
+    draws = [sampler.sample(2) for _ in range(6)]
+    for draw in draws:
+        assert sorted(t.level for t in draw) == [1, 2] and len({t.id for t in draw}) == 2
+    level_two = [t.id for draw in draws for t in draw if t.level == 2]
+    assert sorted(level_two) == sorted(t.id for t in pool if t.level == 2)  # one full pass first
+    state = sampler.state()
+    ahead = [sampler.sample(3) for _ in range(3)]
+    restored = TaskSampler(pool, seed=99)
+    restored.load_state(state)
+    assert [restored.sample(3) for _ in range(3)] == ahead
+    with pytest.raises(ValueError, match="only 8 tasks"):
+        sampler.sample(9)
+
+
+def test_collapse_rules_warn_then_stop_after_patience():
+    monitor = CollapseMonitor(MonitorConfig(truncated_warn=0.2, truncated_stop=0.5, patience_steps=2))
+    assert [a.stop for a in monitor.check({"truncated_share": 0.3})] == [False]
+    assert [a.stop for a in monitor.check({"truncated_share": 0.6})] == [False]  # streak 1 of 2
+    assert monitor.check({"truncated_share": 0.1}) == []  # streak broken
+    monitor.check({"truncated_share": 0.6})
+    (alarm,) = monitor.check({"truncated_share": 0.7})
+    assert alarm.stop and "truncated_share" in alarm.describe()
+    opener = CollapseMonitor(MonitorConfig(expected_opener="Okay", not_opener_warn=0.1))
+    assert [a.metric for a in opener.check({"not_opener_share": 0.5})] == ["not_opener_share"]
+
+
+def test_a_collapse_rule_stops_the_run_with_a_checkpoint(tmp_path):
+    config = tiny_config(loop={"steps": 5}, monitor={"truncated_stop": 0.5, "patience_steps": 1})
+    policy = lambda r: RewritingPolicy(default_policy(r))  # noqa: E731  real sampling, cut at 12 tokens
+    result = run(tmp_path, config, policy_factory=policy)
+    assert result.last_step == 1 and "truncated_share" in result.stopped_by
+    assert (tmp_path / "run" / "checkpoints" / "step_000001").is_dir()
+
+
+def read_rows(path):
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        {k: v for k, v in row.items() if not k.startswith("time/") and k != "learn/learn_s"} for row in rows
+    ]
+
+
+def test_stop_and_resume_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
+    shape = {"steps": 3, "checkpoint_every": 1, "eval_every": 2, "split": "seeded"}
+    one_task = {"tasks_per_step": 1}
+    config = tiny_config(loop=shape, optim={"gradient_steps": 2}, rollout=one_task)
+    common = {
+        "tasks": tasks(6),
+        "policy_factory": lambda r: RewritingPolicy(default_policy(r)),  # real sampling: RNG matters
+        "evaluator_factory": lambda r: FakeEvaluator(verdict),
+    }
+    whole = run(tmp_path, config, "whole", **common)
+    interrupted = tiny_config(
+        loop={**shape, "stop_after_steps": 2}, optim={"gradient_steps": 2}, rollout=one_task
+    )
+    assert run(tmp_path, interrupted, "parts", **common).last_step == 2
+    # as if the launch died after step 2 but before its checkpoint: resume from step 1, and the rows
+    # step 2 already wrote must not appear twice
+    (tmp_path / "parts" / "checkpoints" / "latest").write_text("step_000001\n")
+    assert run(tmp_path, config, "parts", resume=True, **common).last_step == 3
+    assert sum(h.get("learn/gradient_steps", 0) for h in whole.history) >= 4
+    final = {name: tmp_path / name / "checkpoints" / "step_000003" for name in ("whole", "parts")}
+    for part in ("model.pt", "optimizer.pt"):
+        a = torch.load(final["whole"] / part, weights_only=False)
+        b = torch.load(final["parts"] / part, weights_only=False)
+        assert_same(a, b)
+    assert read_episodes(tmp_path / "whole") == read_episodes(tmp_path / "parts")
+    assert read_episodes(tmp_path / "whole" / "heldout.jsonl") == read_episodes(
+        tmp_path / "parts" / "heldout.jsonl"
+    )
+    assert read_rows(tmp_path / "whole" / "metrics.jsonl") == read_rows(tmp_path / "parts" / "metrics.jsonl")
+
+
+def assert_same(a, b, where="state"):
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def test_resume_refuses_a_changed_config_and_new_runs_refuse_an_old_directory(tmp_path):
+    config = tiny_config(loop={"steps": 1})
+    run(tmp_path, config)
+    with pytest.raises(UsageError, match="already holds a run"):
+        run(tmp_path, config)
+    changed = tiny_config(loop={"steps": 1}, loss={"clip_high": 0.3})
+    with pytest.raises(UsageError, match="loss.clip_high"):
+        run(tmp_path, changed, resume=True)
+    with pytest.raises(UsageError, match="no checkpoint|config.json"):
+        run(tmp_path, config, "empty", resume=True)
