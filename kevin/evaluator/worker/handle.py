@@ -176,6 +176,12 @@ class RunnerHandle:
         (exchange.shared_inputs) and `prepare(seed)` writes each call's fresh inputs there before
         the call starts (outside the clock: the runner only reads them); elsewhere the runner
         refills its inputs from the seed inside the clock."""
+        words = self.area.words
+        if spin:
+            # Cleared before the runner can look: a STOP or GO left from the last cycles would
+            # otherwise end this loop at once or start a call nobody timed.
+            for slot in (GO, DONE, FETCH, FETCHED, STOP):
+                words[slot] = 0
         self.sequence += 1
         self.link.send(
             {
@@ -190,10 +196,6 @@ class RunnerHandle:
             }
         )
         self._expect_ready()
-        words = self.area.words
-        if spin:
-            for slot in (GO, DONE, FETCH, FETCHED, STOP):
-                words[slot] = 0
         record = CycleRecord()
         call = 0
         spent_ms = 0.0

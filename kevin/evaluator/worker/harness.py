@@ -106,7 +106,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         lock = confine.LockDown(
             job_dir=str(home),
             build_cache=str(cache),
-            readable=(str(fastbuild.shim_root(cache)),),  # the fast builds' shim, built by the broker
+            # The fast builds' shim (built by the broker), and the folder kevin is imported from:
+            # without an installed package, `import kevin` lists it (PYTHONPATH).
+            readable=(str(fastbuild.shim_root(cache)), str(Path(__file__).resolve().parents[3])),
             cuda=self.is_cuda,
             unix_sockets=self.is_cuda,
         )

@@ -1,0 +1,110 @@
+"""The judge/runner protocol on its own: commands, timed cycles in both waiting modes, fetches.
+
+A real runner (kevin.evaluator.worker.runner), confined as the judge confines it, on a tiny CPU
+problem. The GPU back end spins on shared-memory flags instead of waiting on the socket; the spin
+mode is exercised here on the CPU, where it runs the same code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kevin.evaluator import confine
+from kevin.evaluator.worker.exchange import SharedArea, read_outputs, write_outputs
+from kevin.evaluator.worker.handle import RunnerHandle
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+def get_inputs():
+    return [torch.randn(32, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.fixture
+def runner(tmp_path):
+    home = tmp_path / "runner1"
+    home.mkdir()
+    lock = confine.LockDown(job_dir=str(home), readable=(str(Path(__file__).resolve().parents[2]),))
+    env = dict(os.environ, TMPDIR=str(home), HOME=str(home))
+    handle = RunnerHandle(64 << 20, lock=lock, env=env, cwd=str(home))
+    handle.request(
+        "setup",
+        job={
+            "device": "cpu",
+            "precision": "fp32",
+            "cpu_threads": 1,
+            "problem_source": PROBLEM,
+            "weight_seed": 1,
+            "flush_l2": False,
+            "build_cache": str(tmp_path / "builds"),
+            "fast_build": False,
+        },
+    )
+    yield handle
+    handle.kill()
+
+
+def cycles(handle: RunnerHandle, spin: bool, model: bool, fetched: list) -> object:
+    seeds = iter(range(1, 10_000))
+    return handle.run_cycles(
+        model=model,
+        spin=spin,
+        seeds=lambda: next(seeds),
+        warmup_ms=1.0,
+        min_warmup=2,
+        budget_ms=5.0,
+        min_reps=8,
+        max_reps=20,
+        output_bytes=32 * 64 * 4,
+        fetch=lambda index, reps: index in (0, reps - 1),
+        on_fetch=lambda metas: fetched.append(metas) or metas,
+    )
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("spin", [False, True], ids=["socket", "spin"])
+def test_cycles_run_back_to_back_in_both_waiting_modes(runner, spin):
+    # Two sessions in a row, as calibration then timing do: flags left by the first must not end
+    # the second at once, nor start a call nobody timed (the H200 hung on this before the fix).
+    fetched: list = []
+    first = cycles(runner, spin, model=False, fetched=fetched)
+    second = cycles(runner, spin, model=False, fetched=fetched)
+    for record in (first, second):
+        assert len(record.cycle_ns) >= 8 and all(ns > 0 for ns in record.cycle_ns)
+        assert sorted(record.fetch_ns) == [0, len(record.cycle_ns) - 1]
+    assert len(fetched) == 4 and all(isinstance(m, list) for m in fetched)
+
+
+
+
+def test_outputs_are_checked_against_the_references_shapes_before_they_are_read():
+    import torch
+
+    area = SharedArea(1 << 16)
+    try:
+        want = [torch.zeros(4, 8)]
+        metas = write_outputs(area, [torch.arange(32, dtype=torch.float32).reshape(4, 8)])
+        (got,) = read_outputs(area, metas, want)
+        assert torch.equal(got, torch.arange(32, dtype=torch.float32).reshape(4, 8))
+        assert "shape" in read_outputs(area, metas, [torch.zeros(8, 4)])
+        forged = [dict(metas[0], offset=(1 << 16) - 8)]
+        assert "outside" in read_outputs(area, forged, want)
+        assert "unreadable" in read_outputs(area, [dict(metas[0], dtype="object")], want)
+        assert "output(s)" in read_outputs(area, metas * 2, want)
+    finally:
+        area.close()
