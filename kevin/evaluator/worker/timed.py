@@ -66,7 +66,8 @@ class TimingStage:
                     output_bytes=nbytes,
                     fetch=lambda i, n: i % max(n // CALIBRATION_FETCHES, 1) == 0,
                     on_fetch=lambda metas: None,
-                    **self.shared_inputs(runner),
+                    # No call runs, so no fresh inputs are needed (drawing them is the CPU's cost).
+                    **{**self.shared_inputs(runner), "prepare": None},
                 )
             except RunnerFailed as failed:
                 raise Failure(
