@@ -92,7 +92,7 @@ def test_device_slots_flag_is_one_line_exit_2(tmp_path, capsys):
 def test_result_json_round_trip():
     from kevin.evaluator.result import EvalResult
 
-    result = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.5, flags=["clock_escape"])
+    result = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.5, flags=["side_stream"])
     again = EvalResult.from_dict(json.loads(result.to_json()))
     assert again == result and not again.passed  # a blocking flag makes it unrewardable
     with pytest.raises(ValueError):

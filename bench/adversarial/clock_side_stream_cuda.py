@@ -8,8 +8,8 @@ stream, with no event joining the two. CUDA events recorded on the current strea
 bracket an empty interval; the kernel runs after the end event.
 Naive harness: it synchronizes the whole device before comparing (right answer), and times with
 events on the current stream: the kernel's time is not in the interval.
-kevin: the host also times each call up to a whole-device synchronize; a wall-minus-event gap well
-above the baseline's is clock_escape.
+kevin: the judge's clock runs until the runner has synchronized the whole device, so the side
+stream's work is timed; the profiler trace flags the other stream (side_stream).
 """
 
 import torch

@@ -2,8 +2,10 @@
 
 The flow (each step's failure is a typed result, never an exception):
 
-    static gate (kevin.gate, optional) -> sandboxed worker (kevin.evaluator.worker under kevin.evaluator.sandbox):
-    build -> correctness trials -> timing -> reference -> baseline -> EvalResult + feedback
+    static gate (kevin.gate, optional) -> judge process (kevin.evaluator.worker, under
+    kevin.evaluator.sandbox) with a confined runner for the candidate: build (broker) ->
+    correctness trials -> timing (the judge's clock) -> timed outputs -> baseline (a clean runner)
+    -> EvalResult + feedback
 
 Who is blamed: the candidate for anything its code does (build errors, crashes, hangs, wrong
 output, memory blow-ups); `infrastructure` when the worker fails before the candidate is loaded,
@@ -13,11 +15,12 @@ instead of punishing the model for our fault.
 Baselines (eager, and torch.compile when asked) are cached on disk, keyed by the task's content
 hash, the precision, the torch version, the host, the device index and the CPU thread count; a
 cached entry records the GPU name and is used only on a GPU of that name. Only the parent writes
-the cache, and only from an evaluation that passed (a flagged candidate may have polluted the
-process its baseline was timed in); workers cannot write it (kevin.evaluator.confine).
+the cache, and only from an evaluation that passed; neither the judge nor the runners write it. The
+key includes `TIMING_PROTOCOL`, so a baseline timed another way is never compared with this one's.
 
-A worker's channel messages carry a token only kevin's worker code holds; any other line on the
-channel (a candidate writing its own verdict) makes the result `tampering`, whatever it said.
+The judge's channel messages carry a token only it holds; any other line on the channel makes the
+result `tampering`, whatever it said. The candidate's process (the runner) has no channel here at
+all: it answers the judge, which treats what it says as data to check.
 """
 
 from __future__ import annotations
@@ -360,33 +363,14 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
         if eager.get("median_ms"):
             result.baseline_ms = eager["median_ms"]
             result.speedup = eager["median_ms"] / timing["median_ms"]
-        if timing.get("clock") == "cuda_event" and _escapes_clock(timing, eager):
-            result.flags.append("clock_escape")
         if compiled_stats.get("median_ms"):
             result.baseline_compile_ms = compiled_stats["median_ms"]
             result.speedup_compile = compiled_stats["median_ms"] / timing["median_ms"]
     return result
 
 
-CLOCK_ESCAPE_MIN_MS = 0.05
-CLOCK_ESCAPE_SHARE = 0.25
 
 
-def _escapes_clock(timing: dict[str, Any], baseline: dict[str, Any]) -> bool:
-    """Work the event clock did not see: the host waited for the device well past the end event.
-
-    Launch, flush and wake-up latency come with every call, and grow when the host is loaded, so
-    the candidate's median (wall - event) gap is compared with the larger of two references: the
-    gap of empty calls the worker timed right after the candidate, under the same load
-    (`control_gap_ms`), and the baseline's gap (timed in another process, maybe at another time).
-    Flagged when it is larger by more than max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE x the
-    candidate's median time). Work on other streams of the same device is caught apart from this,
-    whatever its size, by the profiler trace (`side_stream`, kevin.evaluator.probes)."""
-    if timing.get("clock") != "cuda_event" or "wall_minus_event_ms" not in timing:
-        return False
-    reference = max(float(baseline.get("wall_minus_event_ms", 0.0)), float(timing.get("control_gap_ms", 0.0)))
-    excess = timing["wall_minus_event_ms"] - reference
-    return excess > max(CLOCK_ESCAPE_MIN_MS, CLOCK_ESCAPE_SHARE * timing["median_ms"])
 
 
 def _static_gate(source: str, backend: str) -> str | None:

@@ -13,11 +13,10 @@ trace (`library_kernels`, `no_custom_kernel`)
 streams (`side_stream`, GPU)
     The same trace lists every device activity (kernels, copies, sets) with the CUDA stream it ran
     on; a marker launched on the caller's current stream first names that stream. Work on any other
-    stream is flagged: the timing events are recorded on the current stream, so work elsewhere is
-    not in their interval however small it is (the host-side `clock_escape` gap only sees work
-    long enough to delay the final synchronize). Launching with no stream argument uses the legacy
-    default stream, which is the current one in the worker. Honest multi-stream kernels that join
-    back to the current stream are flagged too: the policy is one stream, the current one.
+    stream is flagged. The judge's clock covers it anyway (the runner synchronizes the whole device
+    before it answers), so this is a policy, not a clock guard: one stream, the current one.
+    Launching with no stream argument uses the legacy default stream, which is the current one in
+    the runner. Honest multi-stream kernels that join back to the current stream are flagged too.
 precision (`lower_precision`)
     fp32 tasks only: the candidate's relative L2 error against a float64 reference, compared with the
     fp32 reference's own error against it. TF32 or bf16 arithmetic is one to three orders of

@@ -26,7 +26,6 @@ BLOCKING_FLAGS: frozenset[str] = frozenset(
         "inputs_mutated",
         "timed_output_mismatch",
         "global_state_changed",
-        "clock_escape",
         "side_stream",
         "tampering",
         "library_kernels",

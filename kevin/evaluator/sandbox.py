@@ -1,31 +1,30 @@
-"""Isolated worker processes: start one, watch it, end it and everything it started.
+"""The judge's process: start one, watch it, end it and everything below it.
 
-`run_worker(job, limits)` starts `python -m kevin.evaluator.worker` in a process session of its own (spawned
-fresh, never forked from a process that touched CUDA), with
+`run_worker(job, limits)` starts `python -m kevin.evaluator.worker` (the judge, which never loads
+candidate code; kevin.evaluator.worker) in a process session of its own (spawned fresh, never forked
+from a process that touched CUDA), with
 
   * its own temporary directory as cwd, HOME and TMPDIR, removed afterwards;
   * a scrubbed environment (an allow-list: toolchain and GPU variables only, no tokens or keys);
-  * stdin closed; stdout and stderr captured to a file whose size the worker caps (RLIMIT_FSIZE),
-    read back head and tail around a visible truncation marker;
-  * a private channel: a pipe inherited as one file descriptor, carrying JSON lines (`stage` events,
-    then one `result`), each carrying the job's channel token (kevin.evaluator.confine); a line without it is
-    dropped and counted (`forged_messages`), so a candidate that writes its own verdict to the pipe
-    is caught, not believed; the candidate's printed output never reaches it;
+  * the job (sources, secret seed, channel token) written to a pipe only it holds, never a file;
+  * stdin closed; stdout and stderr captured to a file (the runner's output goes there too; the
+    runner caps its files with RLIMIT_FSIZE), read back head and tail around a visible marker;
+  * a private channel: a pipe inherited as one descriptor, carrying JSON lines (`stage` events,
+    then one `result`), each carrying the job's channel token (kevin.evaluator.confine); a line
+    without it is dropped and counted (`forged_messages`);
   * a wall-clock deadline per stage (build, correctness, timing, ...), and a host-memory limit on
-    the resident set of the whole process session, polled while it runs.
+    the resident set of the judge's session and every process below it (its runners live in
+    sessions and PID namespaces of their own), polled while it runs.
 
-The worker confines itself before the candidate is imported (kevin.evaluator.confine: Landlock on writes, a
-child subreaper). Once its result is in, or it is killed for a deadline or memory, every process
-below the worker in the process tree is stopped and killed (the worker is a subreaper, so daemons
-that double-forked into sessions of their own are still below it), then the whole process group,
-then any process still carrying this job's sandbox token in its environment. A worker waits for
-this kill after sending its result, so its orphans are never handed to init first. A worker never
-outlives its candidate, so a CUDA context that saw a fault is never reused.
+Once its result is in, or it is killed for a deadline or memory, every process below the judge in
+the process tree is stopped and killed, then the whole process group, then any process still
+carrying this job's sandbox token in its environment. The judge ends its runners itself (each in a
+PID namespace that dies as a whole) and dies with this supervisor (PR_SET_PDEATHSIG), its runners
+with it.
 
-What this does not protect against: network access, writes outside the job directory where the
-kernel has no Landlock, and a child that leaves the session, scrubs its environment and outlives
-a worker that died (crashed or killed itself) before the tree walk. Those need a container or
-namespaces around the worker (the Ray/cluster deployment's job).
+What this does not protect against: network access from the judge (the runner's is denied by its
+lock-down), and a judge that hangs in the driver past the kill (the GPU context is then the
+machine's problem). The candidate never runs in this process or the judge's.
 """
 
 from __future__ import annotations
