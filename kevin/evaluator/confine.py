@@ -16,7 +16,7 @@ threads and priority changes go unseen.
 
 The runner of the judge/runner split is confined from outside and before candidate code exists:
 
-  spawn_confined   the runner in a PID namespace of its own (kevin.evaluator.nsinit is its init),
+  spawn_confined   (kevin.evaluator.spawn) the runner in a PID namespace of its own (kevin.evaluator.nsinit is its init),
                    with its own /proc; when the runner exits, on `kill()`, or when the spawner
                    dies, the kernel kills every process in the namespace, however it detached.
                    Without privilege, a user namespace holds it; without either, a subreaper and a
@@ -44,6 +44,10 @@ capabilities gone and the filter in place, what is left of root is file ownershi
 under the allowed paths) and, for CUDA jobs, writes to the namespace's own /proc (its /proc/sys
 and /proc/sysrq-trigger are mounted read-only there; without the namespace's /proc, lock_down
 warns).
+
+Why one module of ~650 lines: everything a process does to confine itself or another (the channel,
+Landlock rule sets, the lock-down and the reads of another process's threads and scheduling) shares
+the raw syscall plumbing kept here; the spawning is kevin.evaluator.spawn.
 """
 
 from __future__ import annotations
@@ -647,191 +651,3 @@ def scheduling_state(pid: int | None = None) -> dict[str, Any]:
     leader = pid if pid is not None else int(os.readlink("/proc/self"))  # the main thread's id
     main = threads.get(leader) or (threads[min(threads)] if threads else {})
     return dict(main, threads=threads, uniform=all(state == main for state in threads.values()))
-
-
-class ConfinedProcess:
-    """A process started by `spawn_confined`, and everything it ever starts.
-
-    pid            the target's pid as the spawner sees it (the namespace's init's, in the rare
-                   case the target ended before it could be found)
-    init_pid       the namespace's init (0 without a namespace); supervisor_pid: nsinit's S
-    pid_namespace  whether the target runs in a PID namespace of its own; reason: why not, or how
-    proc           "fresh" when the namespace has its own /proc, else why not
-    lockdown       what `lock_down` applied before the target's exec (None without `lock`)
-    returncode     the target's: its exit code, or -N for signal N (-9 after `kill`)
-    """
-
-    def __init__(self, popen: Any, life: int, report: dict[str, Any]) -> None:
-        self._popen, self._life = popen, life
-        self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
-        self.supervisor_pid = popen.pid
-        self.pid = int(report.get("pid", popen.pid))
-        self.init_pid = int(report.get("init", 0))
-        self.pid_namespace = report.get("namespace", "none") != "none"
-        self.reason = report.get("reason", "")
-        self.proc = report.get("proc", "")
-        self.lockdown: dict[str, Any] | None = report.get("lock")
-
-    @property
-    def returncode(self) -> int | None:
-        return self._popen.returncode
-
-    def _release(self) -> None:
-        if self._life >= 0 and self._popen.returncode is not None:
-            os.close(self._life)
-            self._life = -1
-
-    def poll(self) -> int | None:
-        code = self._popen.poll()
-        self._release()
-        return code
-
-    def wait(self, timeout: float | None = None) -> int:
-        """The target's status once the whole namespace is gone (subprocess.TimeoutExpired past
-        `timeout`)."""
-        code = self._popen.wait(timeout)
-        self._release()
-        return code
-
-    def kill(self, grace: float = 5.0) -> None:
-        """Kill the target and everything it started; return once they are gone (the supervisor
-        is killed outright if it has not finished within `grace` seconds)."""
-        import subprocess
-
-        if self._popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._popen.send_signal(signal.SIGTERM)  # nsinit SIGKILLs the namespace's init
-            try:
-                self._popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                self._popen.kill()  # its init then dies by PR_SET_PDEATHSIG, and the namespace
-                self._popen.wait()
-        self._release()
-
-    def __enter__(self) -> ConfinedProcess:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.kill()
-
-
-def spawn_confined(
-    argv: list[str],
-    *,
-    pass_fds: Iterable[int] = (),
-    env: dict[str, str] | None = None,
-    cwd: str | None = None,
-    stdin: Any = None,
-    stdout: Any = None,
-    stderr: Any = None,
-    lock: LockDown | None = None,
-    pid_namespace: bool = True,
-    fresh_proc: bool = True,
-    startup_timeout: float = 60.0,
-) -> ConfinedProcess:
-    """Start `argv` (execvp: PATH is searched) so that it and everything it ever starts can be killed
-    as a whole: in a PID namespace of its own whose init is kevin.evaluator.nsinit (see there), with
-    a fresh /proc in a mount namespace of its own (`fresh_proc`: without it the target would see the
-    spawner's /proc, where its own pids mean other processes). The namespace dies when the target
-    exits, on `kill()`, and when the spawner dies.
-
-    `lock` applies `lock_down(lock)` in the target just before its exec, so that every thread the
-    runner ever has (torch's pools, the CUDA driver's) is under it; the result is `.lockdown`.
-    Without privilege a user namespace holds the PID namespace; where neither can be made, the
-    target runs under a subreaper that kills its whole subtree (`pid_namespace=False` and `reason`
-    say so, and one warning per process is logged). Raises OSError when argv cannot be executed.
-    Spawn from a long-lived thread: from the main thread nsinit is also tied to it by
-    PR_SET_PDEATHSIG; from any thread, the end of a pipe only this process holds stops it."""
-    import marshal
-    import subprocess
-    import threading
-
-    fds = [int(fd) for fd in pass_fds]
-    report_read, report_write = os.pipe()
-    life_read, life_write = os.pipe()
-    internal = [report_write, life_read]
-    lock_read = -1
-    if lock is not None:
-        lock_read, lock_write = os.pipe()
-        _write(lock_write, marshal.dumps(dict(lock._asdict())))  # far below a pipe's buffer
-        os.close(lock_write)
-        internal.append(lock_read)
-    main_thread = threading.current_thread() is threading.main_thread()
-    command = [
-        sys.executable, "-I", "-S", os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsinit.py"),
-        f"--spawner={os.getpid()}", f"--report={report_write}", f"--life={life_read}", f"--lock={lock_read}",
-        f"--fds={','.join(map(str, fds))}", f"--pdeathsig={int(main_thread)}",
-        f"--namespace={int(pid_namespace)}", f"--proc={int(fresh_proc)}", f"--root={_package_root()}",
-        "--", *argv,
-    ]  # fmt: skip
-    try:
-        popen = subprocess.Popen(
-            command, pass_fds=(*internal, *fds), env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
-        )
-    except BaseException:
-        os.close(report_read)
-        os.close(life_write)
-        raise
-    finally:
-        for fd in internal:
-            os.close(fd)
-    try:
-        report = _read_report(report_read, startup_timeout)
-    except BaseException:
-        popen.kill()
-        popen.wait()
-        os.close(life_write)
-        raise
-    finally:
-        os.close(report_read)
-    process = ConfinedProcess(popen, life_write, report)
-    failure = report.get("failure")
-    if failure:
-        process.kill()
-        if failure.startswith("exec "):
-            code = int(failure.split()[1])
-            raise OSError(code, os.strerror(code), argv[0])
-        raise RuntimeError(f"spawn_confined({argv[0]}): {failure}")
-    if pid_namespace and not process.pid_namespace:
-        _warn_once("pid_namespace", f"spawn_confined: no PID namespace ({process.reason}); "
-                   "the runner's tree is killed by walking it, which a process that kills its supervisor escapes")  # fmt: skip
-    elif fresh_proc and process.pid_namespace and not process.proc.startswith("fresh"):
-        _warn_once("proc", f"spawn_confined: the namespace keeps the spawner's /proc ({process.proc})")
-    elif process.pid_namespace and process.proc.startswith("fresh ("):
-        _warn_once("proc-ro", f"spawn_confined: /proc {process.proc}")
-    for note in (process.lockdown or {}).get("degraded", []):
-        _warn_once(note.split(":")[0], f"lock_down: {note}")
-    return process
-
-
-def _read_report(fd: int, timeout: float) -> dict[str, Any]:
-    """nsinit's lines up to `ready`: `key value` pairs; exec/error lines become `failure`."""
-    import marshal
-    import select
-    import time
-
-    deadline = time.monotonic() + timeout
-    buffer = b""
-    while not buffer.endswith(b"ready\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise TimeoutError(f"the confined process did not start within {timeout} s")
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        buffer += chunk
-    report: dict[str, Any] = {}
-    for line in buffer.decode(errors="replace").splitlines():
-        key, _, value = line.partition(" ")
-        if key == "lock":
-            report["lock"] = marshal.loads(bytes.fromhex(value))
-        elif key in ("exec", "error"):
-            report.setdefault("failure", line)
-        else:
-            report[key] = value
-    if "ready" not in report:
-        report.setdefault(
-            "failure",
-            "error the supervisor ended before it was ready: " + buffer.decode(errors="replace")[-300:],
-        )
-    return report

@@ -1,4 +1,4 @@
-"""The supervisor `confine.spawn_confined` puts between a trusted spawner and the process it runs.
+"""The supervisor `kevin.evaluator.spawn.spawn_confined` puts between a trusted spawner and the process it runs.
 
 Run as `python -I -S nsinit.py --key=value ... -- ARGV` (stdlib only; nothing of kevin is imported
 unless a lock policy is to be applied before ARGV is executed). Three processes:
@@ -33,6 +33,7 @@ import os
 import select
 import signal
 import sys
+from typing import Any
 
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
@@ -323,26 +324,36 @@ def main(args: list[str]) -> None:
         _send(report, line)
     _quiet(closing, (0, 1))  # stderr stays: a traceback of S is worth seeing
 
-    status: int | None = None
     if mode != "none":
-        # Wait for the namespace's init; the spawner's end or a kill request kills it first.
-        poller = select.poll()
-        poller.register(life, select.POLLIN)
-        if state["pidfd"] is not None:
-            poller.register(state["pidfd"], select.POLLIN)  # type: ignore[arg-type]
-        while True:
-            done, _raw = os.waitpid(child, os.WNOHANG)
-            if done == child:
-                state["reaped"] = True
-                break
-            ready = dict(poller.poll(None if state["pidfd"] is not None else 100))
-            if life in ready:  # EOF: the spawner is gone
-                poller.unregister(life)
-                stop()
-        final = _read_all(to_s_read).decode(errors="replace").splitlines()
-        codes = [int(line.split()[1]) for line in final if line.startswith("status ")]
-        _mirror(codes[-1] if codes and not state["kill"] else None)
-    while True:  # degraded: S is a subreaper; reap orphans, kill the whole tree at the end
+        _wait_for_namespace(child, life, to_s_read, state, stop)
+    _reap_tree(child, life, state, opts["root"])
+
+
+def _wait_for_namespace(child: int, life: int, to_s_read: int, state: dict, stop: Any) -> None:
+    """Wait for the namespace's init; the spawner's end or a kill request kills it first. Then
+    end as the target ended."""
+    poller = select.poll()
+    poller.register(life, select.POLLIN)
+    if state["pidfd"] is not None:
+        poller.register(state["pidfd"], select.POLLIN)
+    while True:
+        done, _raw = os.waitpid(child, os.WNOHANG)
+        if done == child:
+            state["reaped"] = True
+            break
+        ready = dict(poller.poll(None if state["pidfd"] is not None else 100))
+        if life in ready:  # EOF: the spawner is gone
+            poller.unregister(life)
+            stop()
+    final = _read_all(to_s_read).decode(errors="replace").splitlines()
+    codes = [int(line.split()[1]) for line in final if line.startswith("status ")]
+    _mirror(codes[-1] if codes and not state["kill"] else None)
+
+
+def _reap_tree(child: int, life: int, state: dict, root: str) -> None:
+    """Degraded (no namespace): S is a subreaper; reap orphans, kill the whole tree at the end."""
+    status: int | None = None
+    while True:
         try:
             done, raw = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -352,7 +363,7 @@ def main(args: list[str]) -> None:
         if done > 0:
             continue
         if status is not None or state["kill"]:
-            _kill_tree(opts["root"])
+            _kill_tree(root)
             with contextlib.suppress(ChildProcessError):
                 while os.waitpid(-1, 0)[0] > 0:
                     pass

@@ -39,6 +39,10 @@ return address); for pybind11 builds, the interpreter itself, which every bindin
 confinement (seccomp, Landlock, a PID namespace) and for the process split that keeps the judge
 out of the candidate's process: the symbol check removes the easy, named paths and makes the
 intent visible at build time.
+
+Why one module of ~620 lines: reading a library (ELF dynamic section, imports, exports, raw syscall
+scan) and the rule that judges what it reads change together; split, each half would need the
+other's internals.
 """
 
 from __future__ import annotations
@@ -431,6 +435,23 @@ def check(library: Path, policy: Policy, objects: Sequence[Path] = ()) -> list[s
     judged, strictly."""
     problems: list[str] = []
     referenced = references(objects) if objects else None
+    providers = _linkage(library, policy, problems)
+    for reason, names in _refused_imports(library, policy, providers, referenced).items():
+        shown = ", ".join(sorted(names)[:12]) + (" ..." if len(names) > 12 else "")
+        problems.append(f"{reason}: {shown}")
+    syscalls = (
+        [found for path in objects for found in raw_syscalls(path)] if objects else raw_syscalls(library)
+    )
+    if syscalls:
+        problems.append(
+            f"enters the kernel directly (raw system call instructions): {', '.join(syscalls[:6])}"
+        )
+    return problems
+
+
+def _linkage(library: Path, policy: Policy, problems: list[str]) -> dict[str, frozenset[str]]:
+    """What the library links and where it searches (problems appended); returns the exports of
+    each library it may draw symbols from."""
     dynamic = dynamic_section(library)
     for tag in ("AUDIT", "DEPAUDIT", "FILTER", "AUXILIARY"):
         if tag in dynamic:
@@ -459,6 +480,14 @@ def check(library: Path, policy: Policy, objects: Sequence[Path] = ()) -> list[s
             for entry in filter(None, value.split(":")):
                 if "$" in entry or not entry.startswith("/") or not _inside(entry, roots):
                     problems.append(f"searches for libraries in {entry}")
+    return providers
+
+
+def _refused_imports(
+    library: Path, policy: Policy, providers: dict[str, frozenset[str]], referenced: set[str] | None
+) -> dict[str, set[str]]:
+    """Reason -> the names refused for it: what the candidate's objects name and what the library
+    imports that an extension may not use."""
     bridge = providers.get(BRIDGE_LIBRARY, frozenset())
     others = [names for soname, names in providers.items() if soname != BRIDGE_LIBRARY]
     refused: dict[str, set[str]] = {}
@@ -501,17 +530,7 @@ def check(library: Path, policy: Policy, objects: Sequence[Path] = ()) -> list[s
                 ).add(name)
             continue
         refused.setdefault("defined by none of the libraries an extension may use", set()).add(name)
-    for reason, names in refused.items():
-        shown = ", ".join(sorted(names)[:12]) + (" ..." if len(names) > 12 else "")
-        problems.append(f"{reason}: {shown}")
-    syscalls = (
-        [found for path in objects for found in raw_syscalls(path)] if objects else raw_syscalls(library)
-    )
-    if syscalls:
-        problems.append(
-            f"enters the kernel directly (raw system call instructions): {', '.join(syscalls[:6])}"
-        )
-    return problems
+    return refused
 
 
 # -- the reference binding (pybind builds) ----------------------------------------------------------

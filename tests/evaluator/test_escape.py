@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kevin.evaluator import confine, seccomp_filter
+from kevin.evaluator import confine, seccomp_filter, spawn
 
 REPO = Path(__file__).resolve().parents[2]
 ESCAPE = REPO / "tests" / "data" / "isolation" / "escape.py"
@@ -35,7 +35,7 @@ PYTHON = sys.executable
 @functools.cache
 def _namespace_reason() -> str:
     """"" when spawn_confined gets a PID namespace here, else why not."""
-    process = confine.spawn_confined(["true"])
+    process = spawn.spawn_confined(["true"])
     process.wait(10)
     return "" if process.pid_namespace else process.reason
 
@@ -147,7 +147,7 @@ def test_a_clone_parent_daemon_escapes_a_subreaper_but_not_the_namespace(marker,
 
     # The namespace: the same daemon dies with it, both on kill() and when the target exits.
     for stay in (True, False):
-        process = confine.spawn_confined(
+        process = spawn.spawn_confined(
             _escape("clone-parent", marker, *(["--stay"] if stay else [])), stdout=subprocess.PIPE
         )
         assert process.pid_namespace and process.proc == "fresh", (process.reason, process.proc)
@@ -166,7 +166,7 @@ def test_under_lock_down_clone_parent_itself_fails(marker, tmp_path):
     _need_seccomp()
     job = _job(tmp_path)
     for args, lock in ((_locked(job, "clone-parent", marker), None), (_escape("clone-parent", marker), _policy(job))):
-        process = confine.spawn_confined(args, stdout=subprocess.PIPE, lock=lock)
+        process = spawn.spawn_confined(args, stdout=subprocess.PIPE, lock=lock)
         line = _first_line(process)
         assert process.wait(10) == 0
         assert line == {"clone": -errno.EPERM}
@@ -180,7 +180,7 @@ def test_under_lock_down_clone_parent_itself_fails(marker, tmp_path):
 def test_a_double_forked_daemon_dies_with_the_runner(marker, namespace):
     if namespace:
         _need_namespace()
-    process = confine.spawn_confined(
+    process = spawn.spawn_confined(
         _escape("double-fork", marker, "--stay"), stdout=subprocess.PIPE, pid_namespace=namespace
     )
     assert process.pid_namespace is namespace
@@ -189,7 +189,7 @@ def test_a_double_forked_daemon_dies_with_the_runner(marker, namespace):
     process.kill()
     assert _holders(marker) == []
     # and when the target exits by itself
-    process = confine.spawn_confined(_escape("double-fork", marker), stdout=subprocess.PIPE, pid_namespace=namespace)
+    process = spawn.spawn_confined(_escape("double-fork", marker), stdout=subprocess.PIPE, pid_namespace=namespace)
     assert _first_line(process)["running"]
     assert process.wait(10) == 0
     assert _holders(marker) == []
@@ -202,16 +202,16 @@ def test_the_namespace_dies_with_its_spawner_not_with_its_thread(marker, thread)
     _need_namespace()
     code = f"""
         import subprocess, sys, threading, time
-        from kevin.evaluator import confine
+        from kevin.evaluator import spawn
         box = []
-        def spawn():
-            box.append(confine.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE))
+        def start():
+            box.append(spawn.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE))
         if {thread!r}:
-            worker = threading.Thread(target=spawn)
+            worker = threading.Thread(target=start)
             worker.start()
             worker.join()
         else:
-            spawn()
+            start()
         print(box[0].stdout.readline().decode().strip(), flush=True)
         time.sleep(600)
     """
@@ -255,9 +255,9 @@ def test_a_daemon_cannot_read_another_jobs_files_or_the_caches(tmp_path, where):
 
     out = str(job / "found.json")
     if where == "in-process":
-        process = confine.spawn_confined(_locked(job, "daemon-read", out, *targets), stdout=subprocess.PIPE)
+        process = spawn.spawn_confined(_locked(job, "daemon-read", out, *targets), stdout=subprocess.PIPE)
     else:
-        process = confine.spawn_confined(
+        process = spawn.spawn_confined(
             _escape("daemon-read", out, *targets), stdout=subprocess.PIPE, lock=_policy(job)
         )
     found = _first_line(process)
@@ -278,7 +278,7 @@ def test_a_lock_file_outside_the_allowed_directories_cannot_be_opened(tmp_path):
         _old_worker(job, "flock", str(lock_file)), capture_output=True, text=True, timeout=30, cwd=str(job)
     )
     assert json.loads(control.stdout) == {"open": 0, "flock": 0}, control.stderr
-    process = confine.spawn_confined(_locked(job, "flock", str(lock_file)), stdout=subprocess.PIPE)
+    process = spawn.spawn_confined(_locked(job, "flock", str(lock_file)), stdout=subprocess.PIPE)
     assert _first_line(process) == {"open": errno.EACCES}
     process.wait(10)
 
@@ -291,14 +291,14 @@ def test_calls_on_other_processes_and_namespaces_fail_with_eperm(tmp_path):
     _need_seccomp()
     job = _job(tmp_path)
     # Control: as root under the current worker's confinement, these work (the issue's renice).
-    control = confine.spawn_confined(_old_worker(job, "privileged"), stdout=subprocess.PIPE, cwd=str(job))
+    control = spawn.spawn_confined(_old_worker(job, "privileged"), stdout=subprocess.PIPE, cwd=str(job))
     found = _first_line(control)
     control.wait(10)
     if os.geteuid() == 0:
         assert found["setpriority_parent"] == 0 and found["setaffinity_parent"] == 0
         assert found["unshare_user"] == 0
 
-    process = confine.spawn_confined(_locked(job, "privileged", "--all"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = spawn.spawn_confined(_locked(job, "privileged", "--all"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     found = _first_line(process)
     process.wait(10)
     applied = _applied(process.stderr.read().decode())
@@ -322,11 +322,11 @@ def test_torch_and_the_stdlib_work_under_lock_down(tmp_path, where):
     _need_seccomp()
     job = _job(tmp_path)
     if where == "in-process":
-        process = confine.spawn_confined(
+        process = spawn.spawn_confined(
             _locked(job, "torch"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(job)
         )
     else:
-        process = confine.spawn_confined(
+        process = spawn.spawn_confined(
             _escape("torch"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(job), lock=_policy(job)
         )
     out, err = process.stdout.read().decode(), process.stderr.read().decode()
@@ -367,7 +367,7 @@ def test_cuda_works_under_lock_down(tmp_path, where):
         args, lock = _escape("--lock", json.dumps(policy), "cuda"), None
     else:
         args, lock = _escape("cuda"), _policy(job, cuda=True)
-    process = confine.spawn_confined(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(job), lock=lock)
+    process = spawn.spawn_confined(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(job), lock=lock)
     out, err = process.stdout.read().decode(), process.stderr.read().decode()
     assert process.wait(300) == 0, err
     found = json.loads(out)
@@ -387,7 +387,7 @@ def test_the_namespace_has_its_own_proc_with_sysctls_read_only():
         " processes=sum(name.isdigit() for name in os.listdir('/proc')),"
         f" read_only=[bool(os.statvfs(p).f_flag & os.ST_RDONLY) for p in {guarded!r}])))"
     )
-    process = confine.spawn_confined([PYTHON, "-c", code], stdout=subprocess.PIPE)
+    process = spawn.spawn_confined([PYTHON, "-c", code], stdout=subprocess.PIPE)
     found = _first_line(process)
     assert process.wait(10) == 0
     assert process.proc == "fresh"
@@ -403,7 +403,7 @@ def test_the_namespace_has_its_own_proc_with_sysctls_read_only():
 def test_the_spawner_sees_the_runners_threads_priority_and_affinity():
     _need_namespace()
     cpu = min(os.sched_getaffinity(0))
-    process = confine.spawn_confined(_escape("scheduling", "7", str(cpu), "3"), stdout=subprocess.PIPE)
+    process = spawn.spawn_confined(_escape("scheduling", "7", str(cpu), "3"), stdout=subprocess.PIPE)
     try:
         assert _first_line(process) == {"ready": True}
         assert confine.os_thread_count(process.pid) == 4
@@ -433,11 +433,11 @@ def test_a_spawner_that_cannot_make_namespaces_says_so_once_and_still_kills_the_
     code = f"""
         import json, logging, subprocess, sys
         logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(message)s")
-        from kevin.evaluator import confine, seccomp_filter
+        from kevin.evaluator import confine, seccomp_filter, spawn
         assert seccomp_filter.install() == (True, "")   # from here on no unshare, for it or its children
         seen = []
         for _ in range(2):
-            process = confine.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE)
+            process = spawn.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE)
             line = json.loads(process.stdout.readline())
             process.kill()
             seen.append(dict(namespace=process.pid_namespace, reason=process.reason, running=line["running"]))
@@ -463,13 +463,13 @@ def test_without_cap_sys_admin_a_user_namespace_holds_the_pid_namespace(marker, 
     keep = 31 if setfcap else -1  # CAP_SETFCAP
     code = f"""
         import ctypes, json, subprocess
-        from kevin.evaluator import confine
+        from kevin.evaluator import spawn
         libc = ctypes.CDLL(None, use_errno=True)
         last = int(open("/proc/sys/kernel/cap_last_cap").read())
         for cap in range(last + 1):
             if cap != {keep}:
                 assert libc.prctl(24, cap, 0, 0, 0) == 0  # PR_CAPBSET_DROP: what an exec gets back
-        process = confine.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE)
+        process = spawn.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE)
         line = json.loads(process.stdout.readline())
         process.kill()
         print(json.dumps(dict(namespace=process.pid_namespace, reason=process.reason, proc=process.proc, line=line)))

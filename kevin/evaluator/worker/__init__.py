@@ -8,7 +8,7 @@ Two processes per evaluation (DESIGN.md §4, "the judge never shares a process w
           own clock, and reports over the private channel to the supervisor (`stage` events, then
           one `result`). It never imports the candidate.
   runner  `python -m kevin.evaluator.worker.runner`, started by the judge in a PID namespace of
-          its own (kevin.evaluator.confine.spawn_confined) and confined before the candidate
+          its own (kevin.evaluator.spawn.spawn_confined) and confined before the candidate
           exists (seccomp, Landlock reads and writes). The only process that loads candidate code.
           It runs what the judge asks on inputs drawn from seeds the judge reveals one call at a
           time, and hands outputs back through shared memory (kevin.evaluator.worker.exchange).

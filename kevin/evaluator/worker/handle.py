@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kevin.evaluator import confine
+from kevin.evaluator import confine, spawn
 from kevin.evaluator.worker.exchange import (
     DONE,
     FETCH,
@@ -88,7 +88,7 @@ class RunnerHandle:
         self.area = SharedArea(area_bytes)
         command = [sys.executable, "-m", "kevin.evaluator.worker.runner", str(runner_end.fileno()), str(self.area.fd)]
         try:
-            self.process = confine.spawn_confined(
+            self.process = spawn.spawn_confined(
                 command, pass_fds=(runner_end.fileno(), self.area.fd), env=env, cwd=cwd, lock=lock
             )
         finally:
