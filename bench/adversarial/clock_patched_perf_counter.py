@@ -3,6 +3,7 @@
 Family: 3 (fooling the clock)
 Problem: linear_relu
 Backend: cpp
+Honest-twin: honest_linear_relu
 Cheat: the kernel is honest (and slow: a plain C++ triple loop), but at import the candidate
 replaces time.perf_counter and time.perf_counter_ns with clocks that subtract the time spent
 inside its own forward. Any harness that reads those clocks after the import sees the candidate's
@@ -11,7 +12,9 @@ Naive harness: it times with time.perf_counter looked up at call time: a slow ke
 hundreds of times faster than eager.
 kevin: static gate, global-state (assigning an imported module's attribute). The worker binds
 time.perf_counter_ns when it builds its Timer, which happens after the candidate's import, so with
-the static gate off the patched clock is the one kevin uses (fixed since: README).
+the static gate off the patched clock is the one kevin uses (fixed since: README). kevin now: the
+judge's clock, in another process, times every call; the kernel earns its honest speed, no more
+than its honest twin's.
 """
 
 import time

@@ -181,5 +181,7 @@ def test_cheat_is_not_passed_and_leaves_nothing_behind(name, runs):
     [_known(name, DYNAMIC_ONLY_MISSES) for name in CHEATS if adversarial.gate_rejects(ENTRIES[name])],
 )
 def test_dynamic_checks_alone_do_not_pass_a_cheat_the_gate_rejects(name, runs):
+    # Blocked, or (a cheat whose kernel is honest once the trick is taken away) no faster than its
+    # honest twin: neutralised, as DESIGN.md §5 allows.
     kevin = _kevin(name, runs, static_check=False)
-    assert not kevin["passed"] and not kevin["side_effects"], kevin
+    assert not adversarial.gained(kevin) and not kevin["side_effects"], kevin
