@@ -44,6 +44,9 @@ get_inputs() draws at kevin's elementwise tolerance; kevin adds inputs from othe
 a relative-L2 gate, so a kernel wrong only there reads correct under (a): reported as a
 disagreement, not hidden. The report's "(a) at 1e-2" column is (a)'s verdict at KernelBench's
 tolerance, which passes some wrong kernels (an off-by-one in a long reduction).
+
+Why one module of ~550 lines: the kevin pass, the GPU sampler and the CLI share one run's state and
+report; harness (a) and the report rendering are already modules of their own.
 """
 
 from __future__ import annotations

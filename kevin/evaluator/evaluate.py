@@ -66,7 +66,7 @@ class EvalConfig:
     trials: int = 5
     """Correctness trials, each on fresh inputs drawn from the secret seed."""
     distribution_trials: int = 2
-    """Extra trials on inputs moved to other distributions (kevin.evaluator.worker.Harness.draw_trials)."""
+    """Extra trials on inputs moved to other distributions (kevin.evaluator.inputs.draw)."""
     atol: float | None = None
     """Absolute tolerance; None takes the precision's default (fp32 1e-4, fp16/bf16 1e-2)."""
     rtol: float | None = None

@@ -55,16 +55,24 @@ def shift_distribution(value: Any, which: int) -> Any:
     return _randn_like(value) * 2.0 + 1.5
 
 
+def draw(get_inputs: Any, seed: int, shift: int | None, device: str, dtype: Any) -> list[Any]:
+    """One draw of the problem's inputs under `seed`, moved to distribution `shift` when given,
+    on `device` in `dtype`. The judge and its runner both draw this way, so one seed means the same
+    inputs in both processes."""
+    inputs = _raw(get_inputs, seed, device)
+    if shift is not None:
+        inputs = [shift_distribution(x, int(shift)) for x in inputs]
+    return prepare(inputs, device, dtype)
+
+
 def draw_trials(
     problem: types.ModuleType, seed: int, trials: int, distribution_trials: int, device: str, dtype: Any
 ) -> list[list[Any]]:
-    drawn = []
-    for t in range(trials + distribution_trials):
-        inputs = _raw(problem.get_inputs, seed * 7919 + t, device)
-        if t >= trials:
-            inputs = [shift_distribution(x, t - trials) for x in inputs]
-        drawn.append(prepare(inputs, device, dtype))
-    return drawn
+    """Every trial's inputs: trial t under seed * 7919 + t, shifted past the problem's own `trials`."""
+    return [
+        draw(problem.get_inputs, seed * 7919 + t, t - trials if t >= trials else None, device, dtype)
+        for t in range(trials + distribution_trials)
+    ]
 
 
 def _raw(get_inputs: Any, seed: int, device: str) -> list[Any]:

@@ -270,19 +270,11 @@ def output_flags(outputs: list[Any], sync: Any, settle_s: float = 0.05) -> list[
     return flags
 
 
-def bandwidth_floor_ms(inputs: list[Any], device_name: str) -> float | None:
-    """The least time reading every input once from device memory can take; None when unknown."""
-    import torch
-
-    peak = next((bw for key, bw in PEAK_BANDWIDTH_GBS.items() if key in device_name), None)
-    if peak is None:
-        return None
-    total = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-    return total / (peak * 1e9) * 1e3
 
 
 def bandwidth_floor_for_bytes(input_bytes: int, device_name: str) -> float | None:
-    """`bandwidth_floor_ms` from a byte count (sized on the meta device, nothing allocated)."""
+    """The least time reading `input_bytes` once from device memory can take (the inputs are sized on
+    the meta device, nothing allocated); None when the device's bandwidth is unknown."""
     peak = next((bw for key, bw in PEAK_BANDWIDTH_GBS.items() if key in device_name), None)
     if peak is None:
         return None

@@ -17,6 +17,9 @@ by reading the code against the reference; the benchmark reports where either ha
 Problems are KernelBench level 1-2 ones whose inputs are moderate (tens to hundreds of MB) and whose
 reference runs in milliseconds on an H200: matmuls, a diagonal scaling, LayerNorm, GELU, cross
 entropy, and GEMM fusions (1024 x 8192 by 8192 x 8192) where the candidate writes the GEMM too.
+
+Why one file of ~1300 lines: most of it is the candidates' CUDA texts, data written out as code;
+the generating logic is a small loop at the end.
 """
 
 from __future__ import annotations

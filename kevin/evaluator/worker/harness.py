@@ -194,10 +194,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
 
     def draw(self, seed: int, shift: int | None = None) -> list[Any]:
         """The inputs a runner draws from `seed`, drawn here the same way."""
-        inputs = trial_inputs._raw(self.get_inputs, seed, self.device)
-        if shift is not None:
-            inputs = [trial_inputs.shift_distribution(x, shift) for x in inputs]
-        return trial_inputs.prepare(inputs, self.device, self.dtype)
+        return trial_inputs.draw(self.get_inputs, seed, shift, self.device, self.dtype)
 
     def load_candidate(self, runner: RunnerHandle) -> None:
         self.stage("compile")

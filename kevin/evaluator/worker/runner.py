@@ -258,10 +258,7 @@ class Runner:
 
     # -- helpers -------------------------------------------------------------------------------------
     def _draw(self, seed: int, shift: int | None) -> list[Any]:
-        inputs = self.trial_inputs._raw(self.problem.get_inputs, seed, self.device)
-        if shift is not None:
-            inputs = [self.trial_inputs.shift_distribution(x, int(shift)) for x in inputs]
-        return self.trial_inputs.prepare(inputs, self.device, self.dtype)
+        return self.trial_inputs.draw(self.problem.get_inputs, seed, shift, self.device, self.dtype)
 
     def _sync(self) -> None:
         if self.is_cuda:

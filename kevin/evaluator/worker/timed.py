@@ -31,7 +31,7 @@ from kevin.evaluator import probes, timing
 from kevin.evaluator.worker import exchange
 from kevin.evaluator.worker.exchange import output_bytes, read_outputs
 from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
-from kevin.evaluator.worker.support import Failure, flatten_outputs
+from kevin.evaluator.worker.support import Failure
 
 CALIBRATION_FETCHES = 5
 CALIBRATION_BUDGET_MS = 80.0
@@ -173,5 +173,3 @@ class TimingStage:
             self.flags.append("global_state_changed")
 
 
-def first_outputs(model: Any, inputs: list[Any]) -> list[Any]:
-    return flatten_outputs(model(*inputs))
