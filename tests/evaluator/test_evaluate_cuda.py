@@ -256,16 +256,18 @@ def test_work_on_another_stream_is_inside_the_judges_clock_and_is_flagged(task, 
     # then: twenty kernels on a side stream cost what twenty kernels cost.
     honest = evaluate(task, candidate("scale_relu"), config)
     result = evaluate(task, candidate("side_stream"), config)
-    assert result.correct
+    seen = (result.stage, result.error[-400:], result.flags, result.checks.get("trace"))
+    assert result.correct, seen
     assert result.runtime_ms > 5 * honest.runtime_ms, (result.runtime_ms, honest.runtime_ms)
-    assert "side_stream" in result.flags and not result.passed
+    assert "side_stream" in result.flags and not result.passed, seen
 
 
 def test_one_short_kernel_on_another_stream_is_flagged_by_the_trace(task, config):
     result = evaluate(task, candidate("side_stream_once"), config)
-    assert result.correct
-    assert "side_stream" in result.flags and not result.passed
-    assert result.checks["trace"]["side_streams"]
+    seen = (result.stage, result.error[-400:], result.flags, result.checks.get("trace"))
+    assert result.correct, seen
+    assert "side_stream" in result.flags and not result.passed, seen
+    assert result.checks["trace"]["side_streams"], seen
 
 
 ESCAPES = r"""
