@@ -97,6 +97,15 @@ torch::Tensor device_assert(torch::Tensor x, double scale) {
     return launch(x, scale, 1, c10::cuda::getCurrentCUDAStream());
 }
 
+static void after_current(cudaStream_t other) {
+    // Work on `other` starts only after what is queued on the current stream (the inputs' copies):
+    // without this the side-stream kernels race the judge's input refill and are sometimes wrong.
+    static cudaEvent_t ready = nullptr;
+    if (!ready) cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+    cudaEventRecord(ready, c10::cuda::getCurrentCUDAStream());
+    cudaStreamWaitEvent(other, ready, 0);
+}
+
 torch::Tensor side_stream(torch::Tensor x, double scale) {
     // Right answer, computed on a stream the event clock does not cover.
     static cudaStream_t other = nullptr;
@@ -104,6 +113,7 @@ torch::Tensor side_stream(torch::Tensor x, double scale) {
     auto input = x.contiguous();
     auto out = torch::empty_like(input);
     int64_t n = input.numel();
+    after_current(other);  // the input may still be in flight on the current stream
     for (int k = 0; k < 20; ++k)
         scale_relu_kernel<<<(n + 255) / 256, 256, 0, other>>>(input.data_ptr<float>(), out.data_ptr<float>(),
                                                              (float)scale, n, 1);
@@ -118,6 +128,7 @@ torch::Tensor side_stream_once(torch::Tensor x, double scale) {
     auto input = x.contiguous();
     auto out = torch::empty_like(input);
     int64_t n = input.numel();
+    after_current(other);
     scale_relu_kernel<<<(n + 255) / 256, 256, 0, other>>>(input.data_ptr<float>(), out.data_ptr<float>(),
                                                          (float)scale, n, 1);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -71,7 +71,10 @@ def test_a_step_rewarded_by_a_real_cuda_kernel(tmp_path):
     (metrics,) = result.history
     rows = read_episodes(tmp_path / "run")
     passed = [row for row in rows if row["verdict"]["stage"] == "ok"]
-    verdicts = [(r["verdict"]["stage"], r["verdict"]["blame"], r["verdict"]["error"][-400:]) for r in rows]
+    verdicts = [
+        (v["stage"], v["blame"], v["error"][-400:], v.get("flags"), v.get("timing"), v.get("checks"))
+        for v in (r["verdict"] for r in rows)
+    ]
     print(metrics, [row["verdict"]["speedup"] for row in passed])
     assert len(passed) == 2 and all(row["score"] > 0.3 for row in passed), verdicts
     assert metrics["learn/gradient_steps"] == 2 and metrics["evaluator/evaluated"] == 1
