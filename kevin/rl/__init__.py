@@ -5,11 +5,11 @@ policy's text into a candidate, run episodes (N parallel trajectories x T refine
 an `Evaluator`, turn verdicts into scores, discounted returns and group advantages, write episodes
 to JSONL and compute the paper's metrics from them.
 
-Public names: `kevin.rl.env` (`Policy`, `Evaluator`, `Sampling`, `Generation`, `EpisodeConfig`,
-`Turn`, `Trajectory`, `run_episodes`, `assign_credit`), `kevin.rl.reward` (`kernel_score`,
-`score_result`, `discounted_returns`, `group_advantages`, `credit`), `kevin.rl.prompts`,
-`kevin.rl.candidate` (`parse_completion`), `kevin.rl.episodes` (`write_episodes`,
-`read_episodes`), `kevin.rl.metrics` (`kevin metrics`).
+Public names: `kevin.rl.env` (`Policy`, `StreamingPolicy`, `Evaluator`, `Sampling`, `Generation`,
+`EpisodeConfig`, `Turn`, `Trajectory`, `run_episodes`, `stream_completions`, `in_prompt_order`,
+`assign_credit`), `kevin.rl.reward` (`kernel_score`, `score_result`, `discounted_returns`,
+`group_advantages`, `credit`), `kevin.rl.prompts`, `kevin.rl.candidate` (`parse_completion`),
+`kevin.rl.episodes` (`write_episodes`, `read_episodes`), `kevin.rl.metrics` (`kevin metrics`).
 
 Layer rules: imports kevin.evaluator (the result contract and the evaluation entry points),
 kevin.tasks and kevin.errors; never kevin.train, kevin.search or kevin.cli. It does not tokenize,

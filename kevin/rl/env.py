@@ -1,19 +1,31 @@
 """The multi-turn episode: N parallel trajectories x T refinement turns per task, and their credit.
 
-For a batch of tasks, every trajectory's turn t is generated in one `Policy.generate` call (all tasks,
-all trajectories); each completion is parsed at once and its candidate submitted to the `Evaluator`
-as soon as it is parsed, so evaluations of a turn overlap; a completion without a usable candidate
-gets a format-error verdict here, without the evaluator. Turn t+1 waits for every verdict of turn t,
-because each trajectory's next prompt carries its feedback (`kevin.rl.prompts`). After the last turn the
+For a batch of tasks, every trajectory's turn t is one batch of prompts (all tasks, all trajectories)
+handed to the policy. Completions are taken as the policy finishes them (`stream_completions`): each is
+parsed at once and its candidate queued for the `Evaluator`, so evaluation starts while the rest of
+the turn is still being written and evaluations overlap each other; a completion without a usable
+candidate gets a format-error verdict here, without the evaluator. One thread of the episode's own
+makes the `submit` calls, in parsing order, so an evaluator whose `submit` blocks while its queue is
+full (backpressure) never holds back the policy. Turn t+1 waits for every verdict of turn t, because
+each trajectory's next prompt carries its feedback (`kevin.rl.prompts`). After the last turn the
 scores, returns and advantages are filled in (`kevin.rl.reward`, settings in `EpisodeConfig`).
+
+The policy: `Policy.generate(prompts, sampling)` returns every completion at once, in prompt order;
+that is all a policy must have. A policy may also have `generate_stream(prompts, sampling)`
+(`StreamingPolicy`), yielding `(prompt index, completion)` pairs in any order, each as soon as it is
+written, every index exactly once; the episode uses it when it is there and `generate` otherwise
+(and waits for the whole turn when `evaluate_while_generating` is off).
+Results are placed by index, so a trajectory's turns do not depend on the order completions arrive in.
 
 Stop rule: by default a trajectory runs all T turns even after a correct kernel (the paper keeps
 refining for speed); with `stop_after_correct=True` a trajectory stops after its first passed turn,
 so trajectories may have fewer turns.
 
-An evaluator that raises, or does not answer within `evaluation_timeout_s`, gives a verdict blamed on
-`infrastructure`: the turn is recorded and shown to the model as our failure, and it is excluded from
-training (score None). An evaluator returning something other than an EvalResult is a bug and raises.
+An evaluator that raises, or does not answer within `evaluation_timeout_s` of the turn's last
+submission, gives a verdict blamed on `infrastructure`: the turn is recorded and shown to the model as
+our failure, and it is excluded from training (score None). An evaluator returning something other
+than an EvalResult is a bug and raises, as do a `submit` that raises itself and a policy that raises
+or gives a prompt no completion, or two.
 
 This module does not tokenize, apply chat templates, or train; it does not retry failed evaluations.
 """
@@ -21,12 +33,13 @@ This module does not tokenize, apply chat templates, or train; it does not retry
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kevin.evaluator.result import EvalResult
 from kevin.rl import reward
@@ -73,6 +86,60 @@ class Policy(Protocol):
     its chat template. Returns one completion per prompt, in order."""
 
     def generate(self, prompts: list[str], sampling: Sampling) -> list[str | Generation]: ...
+
+
+class StreamingPolicy(Policy, Protocol):
+    """A policy that also hands out each completion as soon as it is written: `(index into prompts,
+    completion)` pairs in any order, every index exactly once. Optional (see the module docstring)."""
+
+    def generate_stream(
+        self, prompts: list[str], sampling: Sampling
+    ) -> Iterator[tuple[int, str | Generation]]: ...
+
+
+Completion = TypeVar("Completion")
+
+
+def stream_completions(
+    policy: Policy, prompts: list[str], sampling: Sampling
+) -> Iterator[tuple[int, Generation]]:
+    """Every prompt's completion as `(index, Generation)`, as soon as the policy has it: from
+    `generate_stream` when the policy has one, else all at once from `generate`. Raises RuntimeError
+    when the policy gives a prompt no completion, or two, or one for a prompt it was not given."""
+    stream = getattr(policy, "generate_stream", None)
+    if stream is not None:
+        outputs: Iterable[tuple[int, str | Generation]] = stream(prompts, sampling)
+    else:
+        listed = policy.generate(prompts, sampling)
+        if len(listed) != len(prompts):
+            raise RuntimeError(f"the policy returned {len(listed)} completions for {len(prompts)} prompts")
+        outputs = enumerate(listed)
+    seen: set[int] = set()
+    try:
+        for index, output in outputs:
+            if not isinstance(index, int) or not 0 <= index < len(prompts):
+                raise RuntimeError(f"the policy returned a completion for prompt {index!r} of {len(prompts)}")
+            if index in seen:
+                raise RuntimeError(f"the policy returned a second completion for prompt {index}")
+            seen.add(index)
+            yield index, output if isinstance(output, Generation) else Generation(str(output))
+    finally:
+        close = getattr(outputs, "close", None)
+        if close is not None:  # a stream abandoned half way stops its own work (requests, threads)
+            close()
+    if len(seen) != len(prompts):
+        raise RuntimeError(f"the policy returned {len(seen)} completions for {len(prompts)} prompts")
+
+
+def in_prompt_order(stream: Iterable[tuple[int, Completion]], count: int) -> list[Completion]:
+    """A stream's `count` completions in prompt order: what `generate` returns, from `generate_stream`."""
+    slots: list[Completion | None] = [None] * count
+    for index, output in stream:
+        slots[index] = output
+    missing = [index for index, output in enumerate(slots) if output is None]
+    if missing:
+        raise RuntimeError(f"the stream gave no completion for prompts {missing}")
+    return [output for output in slots if output is not None]
 
 
 class Evaluator(Protocol):
@@ -156,6 +223,10 @@ class EpisodeConfig:
     evaluation_timeout_s: float | None = None
     """How long to wait for a turn's verdicts after the last submission; then infrastructure. None:
     wait as long as the evaluator takes (it has its own per-stage limits)."""
+    evaluate_while_generating: bool = True
+    """Submit each candidate as soon as its completion is written, while the rest of the turn is
+    still generated (a policy with `generate_stream`). Turn it off when the policy samples on a GPU
+    the evaluator times kernels on: timings taken beside a running generation are slow and noisy."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -298,63 +369,85 @@ def run_episodes(
     if len(set(ids)) != len(ids):
         raise ValueError("a task appears twice in the batch; list each task once and raise trajectories")
     trajectories = [Trajectory(task, index) for task in tasks for index in range(config.trajectories)]
-    for number in range(1, config.turns + 1):
-        active = [t for t in trajectories if not (config.stop_after_correct and t.passed)]
-        if not active:
-            break
-        started = time.monotonic()
-        prompts = [
-            build_prompt(
-                t.task,
-                t.attempts(templates),
-                backend=config.backend,
-                templates=templates,
-                count_tokens=count_tokens,
-                max_prompt_tokens=config.max_prompt_tokens,
-            )
-            for t in active
-        ]
-        over = sum(prompt.over_budget for prompt in prompts)
-        if over:
-            log.warning(
-                "turn %d: %d prompts exceed max_prompt_tokens even without earlier attempts", number, over
-            )
-        outputs = policy.generate([prompt.text for prompt in prompts], config.sampling)
-        if len(outputs) != len(prompts):
-            raise RuntimeError(f"the policy returned {len(outputs)} completions for {len(prompts)} prompts")
-        generated = time.monotonic()
-        generations = [out if isinstance(out, Generation) else Generation(str(out)) for out in outputs]
-        parsed_all = []
-        pending: list[tuple[Task, Future[EvalResult] | EvalResult]] = []
-        for trajectory, generation in zip(active, generations):
-            parsed = parse_completion(generation.text)
-            parsed_all.append(parsed)
-            if parsed.ok:
-                pending.append((trajectory.task, evaluator.submit(trajectory.task, parsed.candidate)))
-            else:
-                pending.append(
-                    (trajectory.task, format_error_result(parsed.error, task_id=trajectory.task.id))
-                )
-        results = _collect(pending, config.evaluation_timeout_s)
-        for trajectory, prompt, generation, parsed, result in zip(
-            active, prompts, generations, parsed_all, results
-        ):
-            score = reward.score_result(result, correct_bonus=config.correct_bonus)
-            trajectory.turns.append(Turn(number, prompt, generation, parsed, result, score))
-        log.info(
-            "turn %d/%d: %d completions in %.1f s, evaluated in %.1f s: %d passed, %d format errors, "
-            "%d infrastructure failures",
-            number,
-            config.turns,
-            len(active),
-            generated - started,
-            time.monotonic() - generated,
-            sum(r.passed for r in results),
-            sum(r.stage == "format" for r in results),
-            sum(r.blame == "infrastructure" for r in results),
-        )
+    submitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kevin-submit")
+    try:
+        for number in range(1, config.turns + 1):
+            active = [t for t in trajectories if not (config.stop_after_correct and t.passed)]
+            if not active:
+                break
+            _run_turn(number, active, policy, evaluator, submitter, config, templates, count_tokens)
+    finally:  # a policy that failed half way: its candidates not yet submitted are dropped
+        submitter.shutdown(wait=True, cancel_futures=True)
     assign_credit(trajectories, config)
     return trajectories
+
+
+def _run_turn(
+    number: int,
+    active: list[Trajectory],
+    policy: Policy,
+    evaluator: Evaluator,
+    submitter: ThreadPoolExecutor,
+    config: EpisodeConfig,
+    templates: PromptTemplates,
+    count_tokens: Callable[[str], int] | None,
+) -> None:
+    """Turn `number` of every active trajectory: prompts, completions as they come, each candidate
+    queued for `submitter` (one thread calling `evaluator.submit`) as soon as it is parsed, verdicts."""
+    started = time.monotonic()
+    prompts = [
+        build_prompt(
+            t.task,
+            t.attempts(templates),
+            backend=config.backend,
+            templates=templates,
+            count_tokens=count_tokens,
+            max_prompt_tokens=config.max_prompt_tokens,
+        )
+        for t in active
+    ]
+    over = sum(prompt.over_budget for prompt in prompts)
+    if over:
+        log.warning(
+            "turn %d: %d prompts exceed max_prompt_tokens even without earlier attempts", number, over
+        )
+    written: dict[int, tuple[Generation, ParsedCompletion]] = {}
+    queued: dict[int, Future[Future[EvalResult]] | EvalResult] = {}
+    stream = stream_completions(policy, [prompt.text for prompt in prompts], config.sampling)
+    with contextlib.closing(stream):
+        completions = stream if config.evaluate_while_generating else list(stream)
+        for index, generation in completions:
+            task = active[index].task
+            parsed = parse_completion(generation.text)
+            written[index] = (generation, parsed)
+            if parsed.ok:
+                queued[index] = submitter.submit(evaluator.submit, task, parsed.candidate)
+            else:
+                queued[index] = format_error_result(parsed.error, task_id=task.id)
+    generated = time.monotonic()
+    # The verdict timeout starts once every submit has returned, as when the episode submitted itself;
+    # a submit that raised raises here.
+    pending = []
+    for index, trajectory in enumerate(active):
+        item = queued[index]
+        pending.append((trajectory.task, item.result() if isinstance(item, Future) else item))
+    results = _collect(pending, config.evaluation_timeout_s)
+    for index, (trajectory, prompt, result) in enumerate(zip(active, prompts, results)):
+        generation, parsed = written[index]
+        score = reward.score_result(result, correct_bonus=config.correct_bonus)
+        trajectory.turns.append(Turn(number, prompt, generation, parsed, result, score))
+    log.info(
+        "turn %d/%d: %d completions written in %.1f s, last verdict %.1f s after the last completion: "
+        "%d passed, %d format errors, %d infrastructure failures",
+        number,
+        config.turns,
+        len(active),
+        generated - started,
+        time.monotonic() - generated,
+        sum(r.passed for r in results),
+        sum(r.stage == "format" for r in results),
+        sum(r.blame == "infrastructure" for r in results),
+    )
 
 
 def assign_credit(trajectories: Sequence[Trajectory], config: EpisodeConfig) -> None:

@@ -142,6 +142,9 @@ class RolloutConfig:
     """Prompt budget; the oldest attempts are dropped to fit (kevin.rl.prompts). None: no budget."""
     stop_after_correct: bool = False
     """Stop a trajectory after its first passed turn (the paper keeps refining: False)."""
+    evaluate_while_generating: bool = True
+    """Evaluate each candidate as soon as its completion is written (http: per request, hf: per
+    generation batch). Turn it off when the policy samples on a GPU the evaluator times kernels on."""
     policy: str = "hf"
     """Sampler: `hf` (transformers generate on the learner's own weights) or `http` (an
     OpenAI-compatible server such as vLLM or SGLang, weights pushed after every step)."""

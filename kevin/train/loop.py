@@ -20,10 +20,16 @@ nor counted in its group (kevin.rl.reward); a group whose rewards all agree give
 no gradient (a step where every group is like that still runs, logs and checkpoints, with no
 optimiser step). Rewards come only from the evaluator's verdicts.
 
-Departures: the episode waits for the whole batch of a turn to be generated before evaluation starts
-(the `Policy` protocol returns a list); candidates of a turn are evaluated concurrently as they are
-parsed. Rollouts and learning do not overlap (no asynchronous off-policy data beyond the second
-gradient step).
+Time split (the step line's gen / eval / learn): `time/generate_s` is the wall time from asking the
+policy for a turn to its last completion, summed over turns; candidates are evaluated as their
+completions arrive (a policy with `generate_stream`: http per request, hf per batch), so evaluation
+under generation is not counted twice, and `time/evaluate_s` is the rest of the rollout: the wait from
+each turn's last completion to its last verdict, plus task sampling and prompt building;
+`time/learn_s` is the learner's update.
+
+Departures: a turn's next prompts wait for all of its verdicts, and the hf policy on several ranks
+(`CollectivePolicy`) still hands over a whole turn at once. Rollouts and learning do not overlap (no
+asynchronous off-policy data beyond the second gradient step).
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ def episode_config(config: TrainConfig, step: int) -> EpisodeConfig:
         baseline=reward.baseline,
         advantage_scale=reward.advantage_scale,
         evaluation_timeout_s=config.evaluator.turn_timeout_s,
+        evaluate_while_generating=rollout.evaluate_while_generating,
     )
 
 

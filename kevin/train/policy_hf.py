@@ -2,11 +2,14 @@
 
 Batched sampling: prompts are wrapped by the `TextCodec` (chat template when the tokenizer has one),
 sorted by length, left-padded and generated `batch_size` at a time with the KV cache, temperature
-and top-p (top-k off), until the end-of-sequence token, a stop string, or `max_tokens`. Results come
-back in the order of the prompts as `SampledGeneration`s: text, finish reason (`stop` or `length`),
-the prompt and completion token ids, and each completion token's log-prob under the distribution
-it was drawn from before top-p truncation, log softmax(logits / T) (kevin.train.logprobs computes the
-same quantity for the agreement check).
+and top-p (top-k off), until the end-of-sequence token, a stop string, or `max_tokens`.
+`generate_stream` yields each batch's completions as that batch ends (the next batch is sampled when
+the stream is read on), so their candidates can be evaluated while later batches are sampled;
+`generate` returns them all in the order of the prompts. Each is a `SampledGeneration`: text,
+finish reason (`stop` or `length`), the prompt and completion token ids, and each completion token's
+log-prob under the distribution it was drawn from before top-p truncation, log softmax(logits / T)
+(kevin.train.logprobs computes the same quantity for the agreement check). Both draw the same
+tokens from the same torch seed.
 
 The per-step logits are kept until the batch ends (batch x new tokens x vocabulary floats): fine for
 the small models this back end is for; a 32B policy samples through a server (kevin.train.policy_http).
@@ -18,11 +21,11 @@ Sampling draws from torch's global generator, whose state the checkpoints save.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
-from kevin.rl.env import Sampling
+from kevin.rl.env import Sampling, in_prompt_order
 from kevin.train.logprobs import autocast_context
 from kevin.train.model import TextCodec
 from kevin.train.sampled import SampledGeneration
@@ -51,14 +54,17 @@ class HFPolicy:
         self.synced_gpus = synced_gpus
 
     def generate(self, prompts: list[str], sampling: Sampling) -> list[SampledGeneration]:
+        return in_prompt_order(self.generate_stream(prompts, sampling), len(prompts))
+
+    def generate_stream(
+        self, prompts: list[str], sampling: Sampling
+    ) -> Iterator[tuple[int, SampledGeneration]]:
+        """(prompt index, completion), one batch of the length-sorted prompts at a time."""
         encoded = [self.codec.encode_prompt(prompt) for prompt in prompts]
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
-        results: list[SampledGeneration | None] = [None] * len(prompts)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            for index, generation in zip(chunk, self._generate_batch([encoded[i] for i in chunk], sampling)):
-                results[index] = generation
-        return [r for r in results if r is not None]
+            yield from zip(chunk, self._generate_batch([encoded[i] for i in chunk], sampling))
 
     def _generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[SampledGeneration]:
         width = max(len(p) for p in prompts)

@@ -1,7 +1,9 @@
 """A `Policy` that samples from an OpenAI-compatible completions server (vLLM, SGLang), stdlib only.
 
 Each prompt is one POST to `{base_url}/completions` (the server batches concurrent requests; up to
-`concurrency` are in flight), asking for the sampled tokens' log-probs:
+`concurrency` are in flight), asking for the sampled tokens' log-probs. `generate_stream` yields each
+prompt's completion as its request returns, so its candidate can be evaluated while other requests
+are still running; `generate` waits for them all. The body:
 
     {"model", "prompt", "max_tokens", "temperature", "top_p", "n": 1, "logprobs": 0,
      "return_tokens_as_token_ids": true, "return_token_ids": true, "skip_special_tokens": false, "stop"}
@@ -29,11 +31,11 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from kevin.rl.env import Sampling
+from kevin.rl.env import Sampling, in_prompt_order
 from kevin.train.model import TextCodec
 from kevin.train.sampled import SampledGeneration
 
@@ -69,10 +71,22 @@ class HTTPPolicy:
         self.extra_body = dict(extra_body or {})
 
     def generate(self, prompts: list[str], sampling: Sampling) -> list[SampledGeneration]:
+        return in_prompt_order(self.generate_stream(prompts, sampling), len(prompts))
+
+    def generate_stream(
+        self, prompts: list[str], sampling: Sampling
+    ) -> Iterator[tuple[int, SampledGeneration]]:
+        """(prompt index, completion) in the order the requests return. A failed request raises once
+        the requests in flight have returned; requests not yet sent are dropped."""
         if not prompts:
-            return []
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts))) as pool:
-            return list(pool.map(lambda prompt: self._complete(prompt, sampling), prompts))
+            return
+        pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(prompts)))
+        try:
+            requests = {pool.submit(self._complete, prompt, sampling): i for i, prompt in enumerate(prompts)}
+            for request in as_completed(requests):
+                yield requests[request], request.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def push_weights(self, path: str, step: int) -> dict[str, Any] | None:
         """Tell the server to load the weights saved at `path`; None when no reload URL is set."""

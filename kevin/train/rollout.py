@@ -7,8 +7,13 @@
 - `DedupEvaluator`: within one step, a candidate identical to one already submitted for the same
   task is not evaluated again; it shares the first one's verdict (policies at low entropy repeat
   themselves, and evaluation is the step's bottleneck). `new_step()` forgets everything.
-- `TimedPolicy`: wall time spent in `generate`, so the step can log its split (generate, evaluate,
-  learn); evaluation time is the rest of the episode time.
+- `TimedPolicy`: wall time spent generating, so the step can log its split (generate, evaluate,
+  learn). Candidates are evaluated while the rest of a turn is still being written (kevin.rl.env
+  streams completions), so the two overlap and the split is: `seconds`, each turn's time from asking
+  the policy to its last completion, summed over turns (generation wall time, evaluation under it
+  included); the caller's episode time minus `seconds` is then the evaluation time not hidden by
+  generation (each turn's time from its last completion to its last verdict) plus prompt building.
+  A policy without `generate_stream` is timed the same way (its one `generate` call).
 - `build_evaluator`: the real evaluator from the config: `EvaluationService` (sandboxed workers on
   this node) or `RayEvaluationService` (many nodes), with the per-candidate timing budget.
 """
@@ -19,12 +24,12 @@ import hashlib
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 from kevin.evaluator.result import EvalResult
-from kevin.rl.env import Evaluator, Policy, Sampling
+from kevin.rl.env import Evaluator, Generation, Policy, Sampling, in_prompt_order, stream_completions
 from kevin.tasks import Task
 from kevin.train.config import EvaluatorConfig
 
@@ -116,17 +121,21 @@ class DedupEvaluator:
 
 
 class TimedPolicy:
-    """A `Policy` that adds up the time its inner policy spends generating."""
+    """A `StreamingPolicy` that adds up the wall time its inner policy (streaming or not) takes to
+    write each batch, from the request to the last completion."""
 
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
         self.seconds = 0.0
         self.calls = 0
 
-    def generate(self, prompts: list[str], sampling: Sampling) -> list[Any]:
+    def generate(self, prompts: list[str], sampling: Sampling) -> list[Generation]:
+        return in_prompt_order(self.generate_stream(prompts, sampling), len(prompts))
+
+    def generate_stream(self, prompts: list[str], sampling: Sampling) -> Iterator[tuple[int, Generation]]:
         started = time.monotonic()
         try:
-            return self.inner.generate(prompts, sampling)
+            yield from stream_completions(self.inner, prompts, sampling)
         finally:
             self.seconds += time.monotonic() - started
             self.calls += 1

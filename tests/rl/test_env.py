@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 
 import pytest
@@ -11,10 +12,12 @@ from kevin.evaluator.result import EvalResult
 from kevin.rl.env import (
     EpisodeConfig,
     Generation,
+    Sampling,
     ScriptedPolicy,
     ThreadPoolEvaluator,
     run_episodes,
     smoke,
+    stream_completions,
 )
 from kevin.rl.episodes import EPISODES_FILE, episode_rows, read_episodes, write_episodes
 from kevin.rl.prompts import Attempt, render_prompt
@@ -261,3 +264,139 @@ def test_bad_inputs_raise_with_the_fix():
 class _EmptyPolicy:
     def generate(self, prompts, sampling):
         return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming: candidates reach the evaluator as their completions are written
+
+
+class DelayedPolicy:
+    """A streaming policy writing one completion every `delay_s`, last prompt first; prompt i gets
+    `answer(f"SPEEDUP={i + 1}")`. Records when it handed out each completion and whether it finished."""
+
+    def __init__(self, delay_s: float = 0.1, fail_after: int | None = None) -> None:
+        self.delay_s = delay_s
+        self.fail_after = fail_after
+        self.written_at: list[float] = []
+        self.finished = threading.Event()
+
+    def generate_stream(self, prompts, sampling):
+        for index in reversed(range(len(prompts))):
+            if self.fail_after is not None and len(self.written_at) == self.fail_after:
+                raise RuntimeError("the sampling server went away")
+            time.sleep(self.delay_s)
+            self.written_at.append(time.monotonic())
+            yield index, answer(f"SPEEDUP={index + 1}")
+        self.finished.set()
+
+    def generate(self, prompts, sampling):
+        outputs = [None] * len(prompts)
+        for index, output in self.generate_stream(prompts, sampling):
+            outputs[index] = output
+        return outputs
+
+
+class RecordingEvaluator(ThreadPoolEvaluator):
+    """`fake_evaluate` on threads; records when each candidate was submitted."""
+
+    def __init__(self) -> None:
+        super().__init__(fake_evaluate, max_workers=2)
+        self.submitted_at: list[float] = []
+
+    def submit(self, task, candidate_source):
+        self.submitted_at.append(time.monotonic())
+        return super().submit(task, candidate_source)
+
+
+STREAMED = EpisodeConfig(trajectories=2, turns=1, backend="cpp")
+
+
+def test_the_first_candidate_is_submitted_before_the_last_completion_is_written():
+    policy = DelayedPolicy(delay_s=0.1)
+    with RecordingEvaluator() as evaluator:
+        trajectories = run_episodes([TASK_A, TASK_B], policy, evaluator, STREAMED)
+    assert len(evaluator.submitted_at) == 4
+    assert evaluator.submitted_at[0] < policy.written_at[-1]
+    # completions came last prompt first; each trajectory still has its own (prompt i: SPEEDUP=i+1)
+    assert [t.turns[0].result.speedup for t in trajectories] == [1.0, 2.0, 3.0, 4.0]
+    assert [(t.task.id, t.index) for t in trajectories] == [
+        ("bundled/a", 0), ("bundled/a", 1), ("bundled/b", 0), ("bundled/b", 1)
+    ]  # fmt: skip
+
+
+def test_the_whole_turn_is_waited_for_when_streaming_is_off():
+    policy = DelayedPolicy(delay_s=0.05)
+    config = EpisodeConfig(trajectories=2, turns=1, backend="cpp", evaluate_while_generating=False)
+    with RecordingEvaluator() as evaluator:
+        trajectories = run_episodes([TASK_A, TASK_B], policy, evaluator, config)
+    assert min(evaluator.submitted_at) > policy.written_at[-1]
+    assert [t.turns[0].result.speedup for t in trajectories] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_policy_without_generate_stream_gives_the_same_episodes():
+    streamed = DelayedPolicy(delay_s=0)
+    plain = ScriptedPolicy(lambda prompt: "unused")
+    plain.generate = streamed.generate  # the same answers, all at once
+    assert not hasattr(plain, "generate_stream")
+    with RecordingEvaluator() as evaluator:
+        from_stream = run_episodes([TASK_A, TASK_B], DelayedPolicy(delay_s=0), evaluator, STREAMED)
+        from_list = run_episodes([TASK_A, TASK_B], plain, evaluator, STREAMED)
+    assert episode_rows(from_stream) == episode_rows(from_list)
+    assert list(stream_completions(script("a", answer("X")), ["p", "q"], Sampling())) == [
+        (0, Generation("a")),
+        (1, Generation(answer("X"))),
+    ]
+
+
+def test_a_submit_that_blocks_does_not_hold_back_the_policy():
+    # the evaluator's queue stays full until the policy has written everything (backpressure)
+    policy = DelayedPolicy(delay_s=0.01)
+
+    class FullQueueEvaluator(RecordingEvaluator):
+        def __init__(self) -> None:
+            super().__init__()
+            self.waited: list[bool] = []
+
+        def submit(self, task, candidate_source):
+            self.waited.append(policy.finished.wait(timeout=5))
+            return super().submit(task, candidate_source)
+
+    with FullQueueEvaluator() as evaluator:
+        trajectories = run_episodes([TASK_A, TASK_B], policy, evaluator, STREAMED)
+    assert evaluator.waited == [True] * 4
+    assert all(t.turns[0].result.passed for t in trajectories)
+
+
+def test_streamed_candidates_keep_the_infrastructure_and_timeout_rules():
+    class BuggyPolicy(DelayedPolicy):
+        def generate_stream(self, prompts, sampling):
+            for index, _ in super().generate_stream(prompts, sampling):
+                yield index, answer("EVALUATOR-BUG" if index == 0 else "WRONG")
+
+    with RecordingEvaluator() as evaluator:
+        trajectories = run_episodes([TASK_A], BuggyPolicy(delay_s=0), evaluator, STREAMED)
+    (buggy, wrong) = (t.turns[0] for t in trajectories)
+    assert (buggy.result.blame, buggy.score) == ("infrastructure", None)
+    assert (wrong.result.blame, wrong.score) == ("candidate", 0.0)
+    config = EpisodeConfig(trajectories=2, turns=1, backend="cpp", evaluation_timeout_s=0.05)
+    trajectories = run_episodes([TASK_A], DelayedPolicy(delay_s=0), SilentEvaluator(), config)
+    assert [(t.turns[0].result.stage, t.turns[0].score) for t in trajectories] == [("timeout", None)] * 2
+
+
+def test_a_policy_that_fails_or_miscounts_half_way_raises():
+    with RecordingEvaluator() as evaluator, pytest.raises(RuntimeError, match="server went away"):
+        run_episodes([TASK_A, TASK_B], DelayedPolicy(delay_s=0, fail_after=2), evaluator, STREAMED)
+
+    def streaming(*pairs):
+        policy = ScriptedPolicy(lambda prompt: "unused")
+        policy.generate_stream = lambda prompts, sampling: iter(pairs)
+        return policy
+
+    cases = [
+        (streaming((0, "a"), (0, "b")), "a second completion for prompt 0"),
+        (streaming((0, "a"), (2, "b")), "a completion for prompt 2 of 2"),
+        (streaming((1, "a")), "returned 1 completions for 2 prompts"),
+    ]
+    for policy, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            list(stream_completions(policy, ["p", "q"], Sampling()))

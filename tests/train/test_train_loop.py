@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -18,12 +19,13 @@ from train_helpers import (
 
 from kevin.errors import UsageError
 from kevin.evaluator.result import EvalResult
+from kevin.rl.env import EpisodeConfig, Generation, Sampling, ThreadPoolEvaluator, run_episodes
 from kevin.rl.episodes import read_episodes
 from kevin.train.config import MonitorConfig
 from kevin.train.launch import default_policy
 from kevin.train.loop import train
 from kevin.train.monitors import CollapseMonitor
-from kevin.train.rollout import DedupEvaluator, TaskSampler
+from kevin.train.rollout import DedupEvaluator, TaskSampler, TimedPolicy
 
 
 def quiet(line: str) -> None:
@@ -116,6 +118,53 @@ def test_identical_candidates_are_evaluated_once_per_step():
     assert dedup.new_step() == {"candidates": 4, "evaluated": 3}
     dedup.submit(task_a, completion(0))
     assert inner.calls == 4  # a new step evaluates again
+
+
+class SlowStreamingPolicy:
+    """Streams `completion(tag)` for prompt i (tags given per prompt), one every `delay_s`, last
+    prompt first."""
+
+    def __init__(self, tags: tuple[int, ...], delay_s: float) -> None:
+        self.tags = tags
+        self.delay_s = delay_s
+
+    def generate_stream(self, prompts, sampling):
+        for index in reversed(range(len(prompts))):
+            time.sleep(self.delay_s)
+            yield index, completion(self.tags[index])
+
+    def generate(self, prompts, sampling):
+        raise AssertionError("the episode streams from a policy that can")
+
+
+def test_streamed_rollouts_split_generation_from_the_evaluation_it_does_not_hide():
+    # four completions 0.3 s apart, last prompt first: 3 at 0.3 s, 2 (3's twin) at 0.6 s, 1 at 0.9 s,
+    # 0 (1's twin) at 1.2 s. Each evaluation takes 0.9 s from its submission, so the last verdict (1's)
+    # comes at 1.8 s: generation 1.2 s, evaluation not hidden by it 0.6 s (0.9 s without streaming)
+    def slow_verdict(task, source):
+        time.sleep(0.9)
+        return verdict(task, source)
+
+    timed = TimedPolicy(SlowStreamingPolicy(tags=(0, 0, 2, 2), delay_s=0.3))
+    config = EpisodeConfig(trajectories=2, turns=1, backend="cpp")
+    with ThreadPoolEvaluator(slow_verdict, max_workers=4) as inner:
+        dedup = DedupEvaluator(inner)
+        started = time.monotonic()
+        trajectories = run_episodes(tasks(2), timed, dedup, config)
+        rollout_s = time.monotonic() - started
+    assert timed.calls == 1 and 1.2 <= timed.seconds < 1.45
+    assert 0.55 <= rollout_s - timed.seconds < 0.8
+    # identical candidates of a task were evaluated once, streamed or not
+    assert dedup.new_step() == {"candidates": 4, "evaluated": 2}
+    assert [t.turns[0].result.speedup for t in trajectories] == pytest.approx([1.0, 1.0, 1.2, 1.2])
+
+
+def test_timed_policy_times_a_policy_without_streaming_too():
+    timed = TimedPolicy(CyclingPolicy())
+    assert [g.text for g in timed.generate(["a", "b"], Sampling())] == [completion(0), completion(1)]
+    streamed = list(timed.generate_stream(["a", "b"], Sampling()))
+    assert streamed == [(0, Generation(completion(2))), (1, Generation(completion(3)))]
+    assert timed.calls == 2 and timed.seconds > 0
 
 
 def test_tasks_are_drawn_evenly_across_levels_and_resume_draws_the_same():

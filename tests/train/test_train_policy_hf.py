@@ -51,6 +51,37 @@ def test_sampling_is_reproducible_from_the_torch_seed():
     assert [o.token_ids for o in first] == [o.token_ids for o in again]
 
 
+def test_streaming_yields_each_batch_as_it_ends_with_the_samples_generate_draws():
+    codec = TextCodec(tiny_tokenizer())
+    model = tiny_model(seed=1)
+    policy = HFPolicy(model, codec, device=torch.device("cpu"), batch_size=2)
+    sampling = Sampling(temperature=0.9, top_p=0.95, max_tokens=6)
+    torch.manual_seed(3)
+    listed = policy.generate(PROMPTS, sampling)
+    batches = []
+    inner_generate = model.generate
+
+    def counting_generate(*args, **kwargs):
+        batches.append(kwargs["input_ids"].shape[0])
+        return inner_generate(*args, **kwargs)
+
+    model.generate = counting_generate
+    torch.manual_seed(3)
+    stream = policy.generate_stream(PROMPTS, sampling)
+    first = [next(stream), next(stream)]
+    assert batches == [2]  # the first batch's completions come before the second batch is sampled
+    streamed = dict(first + list(stream))
+    assert batches == [2, 1] and sorted(streamed) == [0, 1, 2]
+    for index, output in enumerate(listed):
+        again = streamed[index]
+        assert (again.text, again.token_ids, again.finish_reason) == (
+            output.text,
+            output.token_ids,
+            output.finish_reason,
+        )
+        assert again.prompt_token_ids == output.prompt_token_ids and again.logprobs == output.logprobs
+
+
 class FakeCodec:
     eos_id = 2
     pad_id = 0

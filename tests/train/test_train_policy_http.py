@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -16,11 +17,13 @@ from kevin.train.policy_http import HTTPPolicy
 
 class CompletionsServer:
     """A stdlib server speaking the completions format on 127.0.0.1: each answer's tokens are
-    derived from the prompt; `mode` picks how token ids are reported; `failures` 500s come first."""
+    derived from the prompt; `mode` picks how token ids are reported; `failures` 500s come first;
+    a prompt in `delays_s` is answered that many seconds late."""
 
-    def __init__(self, mode: str = "token_ids", failures: int = 0) -> None:
+    def __init__(self, mode: str = "token_ids", failures: int = 0, delays_s: dict | None = None) -> None:
         self.mode = mode
         self.failures = failures
+        self.delays_s = delays_s or {}
         self.requests: list[dict] = []
         self.reloads: list[dict] = []
         self.answered = 0
@@ -44,6 +47,7 @@ class CompletionsServer:
                 if body.get("model") != "policy":
                     return self._send(400, {"error": f"unknown model {body.get('model')}"})
                 server.requests.append(body)
+                time.sleep(server.delays_s.get(str(body["prompt"]), 0.0))
                 return self._send(200, server.answer(body))
 
             def _send(self, status, payload):
@@ -113,6 +117,23 @@ def test_completions_with_token_ids_and_log_probs_in_prompt_order():
     sent = server.requests[0]
     assert sent["temperature"] == 0.7 and sent["top_p"] == 0.95 and sent["max_tokens"] == 8
     assert sent["logprobs"] == 0 and sent["n"] == 1 and isinstance(sent["prompt"], list)
+
+
+def test_streaming_yields_each_completion_as_its_request_returns():
+    prompts = ["slow", "a b", "a b c"]
+    with CompletionsServer(delays_s={"slow": 1.0}) as server:
+        policy = HTTPPolicy(server.url + "/v1", "policy", concurrency=3)
+        started = time.monotonic()
+        arrived = []
+        for index, output in policy.generate_stream(prompts, Sampling(max_tokens=8)):
+            arrived.append((index, output, time.monotonic() - started))
+        listed = policy.generate(prompts, Sampling(max_tokens=8))
+    assert sorted(index for index, _, _ in arrived) == [0, 1, 2] and arrived[-1][0] == 0
+    assert arrived[0][2] < 0.8  # the quick answers came before the slow request returned
+    assert arrived[-1][2] >= 1.0
+    # each completion belongs to its prompt (the fake server's tokens start at 10 + its word count)
+    assert {index: output.token_ids[0] for index, output, _ in arrived} == {0: 11, 1: 12, 2: 13}
+    assert [output.token_ids[0] for output in listed] == [11, 12, 13]  # generate: prompt order
 
 
 def test_token_ids_written_as_strings_and_text_prompts():
