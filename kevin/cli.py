@@ -22,6 +22,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kevin.evaluator.commands",
     "kevin.evaluator.batch",
     "kevin.rl.metrics",
+    "kevin.train.family",
+    "kevin.train.sft",
     "kevin.train.cli",
 )
 

@@ -27,6 +27,13 @@ Modules, in the order a step uses them:
     loop          the training loop: steps, held-out evaluation, checkpoints, the step line
     cli           `kevin train`
 
+The warm start of the learning run (issue #16), before `kevin train`:
+
+    family        a generated family of small tasks with a held-out split; `kevin family`
+    kernels       every way kevin writes a family task in CUDA or C++ (honest, slow, wrong)
+    corpus        (turn-1 prompt, completion) samples from those kernels
+    sft           tokenizer + tiny model trained from scratch on the corpus; `kevin sft`
+
 Public names: `kevin.train.config.TrainConfig`, `kevin.train.presets`, `kevin.train.loop.train`,
 `kevin.train.grpo` (the loss), `kevin.train.learner.Learner`, `HFPolicy`, `HTTPPolicy`.
 

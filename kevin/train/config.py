@@ -341,6 +341,9 @@ class LoopConfig:
     """Training steps (batches of episodes) of the whole run."""
     stop_after_steps: int | None = None
     """Stop this launch after this many steps; `--resume` continues (a run across several launches)."""
+    time_limit_s: float | None = None
+    """Wall-clock budget of this launch's loop: it ends (held-out evaluation and checkpoint included)
+    at the first step after which another step plus an evaluation would pass it; none: no limit."""
     seed: int = 0
     """Seed of task sampling, model initialisation and generation."""
     tasks: str = "kernelbench"
@@ -379,6 +382,10 @@ class LoopConfig:
                 (
                     self.stop_after_steps is None or self.stop_after_steps >= 1,
                     "loop.stop_after_steps must be at least 1, or none to run to loop.steps",
+                ),
+                (
+                    self.time_limit_s is None or self.time_limit_s > 0,
+                    "loop.time_limit_s must be positive seconds, or none for no limit",
                 ),
                 (bool(self.tasks), "loop.tasks is empty; use kernelbench, bundled or a path"),
                 _one_of("loop", "task_size", self.task_size, ("small", "large")),

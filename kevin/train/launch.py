@@ -85,7 +85,7 @@ class RunResult:
     run_dir: Path
     last_step: int
     stopped_by: str | None
-    """The collapse rule that stopped the run, if one did."""
+    """What ended the launch early, if anything did: a collapse rule or loop.time_limit_s."""
     history: list[dict[str, float]]
 
 

@@ -258,13 +258,27 @@ def _record(run: Run, step: int, metrics: dict[str, float]) -> str | None:
     return run.context.broadcast(stopped_by)
 
 
+def _out_of_time(run: Run, started: float, needed_s: float) -> bool:
+    """Rank 0's answer on every rank: would `needed_s` more seconds pass loop.time_limit_s?"""
+    limit = run.config.loop.time_limit_s
+    over = limit is not None and time.monotonic() - started + needed_s > limit
+    return bool(run.context.broadcast(over))
+
+
 def run_loop(run: Run) -> RunResult:
-    """Steps from the one after the restored checkpoint to the end of this launch."""
+    """Steps from the one after the restored checkpoint to the end of this launch.
+
+    With loop.time_limit_s, the launch ends early at the first step after which another step (as
+    long as the longest so far) plus a held-out evaluation would pass the limit: that step is
+    evaluated and checkpointed as a last step is, and `stopped_by` says so."""
     loop = run.config.loop
+    started = time.monotonic()
     last = loop.steps if loop.stop_after_steps is None else min(loop.steps, run.step + loop.stop_after_steps)
+    heldout_s = longest_step_s = 0.0
     if run.step == 0 and loop.eval_at_start and loop.eval_every:
         metrics = evaluate_heldout(run, 0)
         if metrics:
+            heldout_s = metrics.get("time/heldout_s", 0.0)
             _record(run, 0, metrics)
             say(
                 run,
@@ -276,15 +290,24 @@ def run_loop(run: Run) -> RunResult:
     for step in range(run.step + 1, last + 1):
         metrics = train_step(run, step)
         run.step = step
-        if loop.eval_every and (step % loop.eval_every == 0 or step == loop.steps):
+        longest_step_s = max(longest_step_s, metrics.get("time/step_s", 0.0))
+        timed_out = step < last and _out_of_time(run, started, longest_step_s + heldout_s)
+        if loop.eval_every and (step % loop.eval_every == 0 or step == loop.steps or timed_out):
             metrics.update(evaluate_heldout(run, step))
+            heldout_s = metrics.get("time/heldout_s", heldout_s)
+            timed_out = step < last and (timed_out or _out_of_time(run, started, longest_step_s + heldout_s))
         say(run, step_line(step, loop.steps, metrics))
         stopped_by = _record(run, step, metrics)
+        if timed_out and not stopped_by:
+            stopped_by = f"loop.time_limit_s={loop.time_limit_s:g}: another step and evaluation would not fit"
         if step % loop.checkpoint_every == 0 or step == last or stopped_by:
             save(run, step)
             saved_at = step
         if stopped_by:
-            say(run, f"kevin train: stopped at step {step} by the collapse rule ({stopped_by})")
+            say(
+                run,
+                f"kevin train: stopped at step {step} by {'the time limit' if timed_out else 'the collapse rule'} ({stopped_by})",
+            )
             break
     if saved_at != run.step:
         save(run, run.step)

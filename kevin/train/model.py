@@ -20,6 +20,7 @@ is then the KL reference. Transformers and peft are imported inside the function
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,9 @@ def tokenizer_corpus() -> list[str]:
     return texts
 
 
-def train_tiny_tokenizer(vocab_size: int) -> Any:
-    """A byte-level BPE trained on `tokenizer_corpus()`, as a transformers fast tokenizer."""
+def train_tiny_tokenizer(vocab_size: int, extra_texts: Sequence[str] = ()) -> Any:
+    """A byte-level BPE trained on `tokenizer_corpus()` plus `extra_texts` (a warm-start corpus, so
+    its kernels take few tokens), as a transformers fast tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -77,7 +79,7 @@ def train_tiny_tokenizer(vocab_size: int) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(tokenizer_corpus(), trainer)
+    bpe.train_from_iterator(tokenizer_corpus() + list(extra_texts), trainer)
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS_TOKEN, pad_token=EOS_TOKEN)
 
 

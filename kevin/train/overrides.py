@@ -138,8 +138,8 @@ def load_config(run_dir: str | Path) -> TrainConfig:
     return config_from_dict(data)
 
 
-LAUNCH_FIELDS = frozenset({"loop.stop_after_steps", "loop.steps"})
-"""Fields a resumed run may change: how far this launch goes, and how far the run goes."""
+LAUNCH_FIELDS = frozenset({"loop.stop_after_steps", "loop.steps", "loop.time_limit_s"})
+"""Fields a resumed run may change: how far (and how long) this launch goes, and how far the run goes."""
 
 
 def config_differences(saved: TrainConfig, current: TrainConfig) -> list[str]:

@@ -3,8 +3,9 @@
 smoke()   a CPU run in well under 5 minutes: a tiny model built here from a transformers config
           (random weights, a tokenizer trained here: no downloads), the cpp back end, the bundled
           tasks, 2 steps; every part of the loop runs, no kernel is expected
-h200()    a small-model learning run on one H200 (cuda back end, bundled tasks at the large size);
-          it needs a warm-started checkpoint: a random model never writes a kernel
+h200()    a small-model learning run on one H200 (cuda back end; bench/learning_run.py points it at
+          the generated family); it needs a warm-started checkpoint (`kevin sft`): a random model
+          never writes a kernel
 paper()   the paper's recipe (DESIGN.md §3) for a QwQ-32B-class model on 8 GPUs with a vLLM sampler
 """
 
@@ -56,38 +57,48 @@ def smoke() -> TrainConfig:
 
 
 def h200() -> TrainConfig:
-    """A small policy learning on one H200 from real GPU rewards. Start it from a warm-started
-    checkpoint (`--set model.name_or_path=DIR`): a randomly initialised model never writes a kernel."""
+    """A small policy learning on one H200 from real GPU rewards (issue #16; bench/learning_run.py
+    runs it on the generated family with `loop.tasks=DIR loop.split=DIR/split.json`). Start it from
+    the warm start of `kevin sft --preset h200` (`--set model.name_or_path=DIR`): a randomly
+    initialised model never writes a kernel. The `tiny_*` fields are that warm start's model (8
+    layers, width 512, about 26M parameters). Sized for minutes, not hours: 4 tasks x 8
+    trajectories x 1 turn per step (GPU evaluation is the bottleneck), a 100 ms timing budget and 3
+    correctness trials per candidate, a learning rate for a small model (not the paper's 2e-6), the
+    time limit set by the caller (loop.time_limit_s)."""
     return TrainConfig(
         preset="h200",
         model=ModelConfig(
-            tiny_layers=6,
-            tiny_hidden_size=384,
-            tiny_heads=6,
-            tiny_kv_heads=2,
-            tiny_intermediate_size=1024,
+            tiny_layers=8,
+            tiny_hidden_size=512,
+            tiny_heads=8,
+            tiny_kv_heads=4,
+            tiny_intermediate_size=1536,
             tiny_vocab_size=4096,
         ),
         rollout=RolloutConfig(
             tasks_per_step=4,
             trajectories=8,
-            turns=2,
+            turns=1,
             backend="cuda",
             max_completion_tokens=1024,
             generation_batch_size=64,
+            evaluate_while_generating=False,  # the sampler shares the GPU that times the kernels
         ),
-        evaluator=EvaluatorConfig(max_in_flight=12, timing_budget_ms=200.0, timing_warmup_ms=20.0),
-        optim=OptimConfig(lr=2e-5, grad_clip=1.0, micro_batch_tokens=65536),
+        evaluator=EvaluatorConfig(
+            max_in_flight=12, timing_budget_ms=100.0, timing_warmup_ms=20.0, trials=3, turn_timeout_s=150.0
+        ),
+        optim=OptimConfig(lr=5e-5, grad_clip=1.0, micro_batch_tokens=65536),
         loop=LoopConfig(
-            steps=60,
+            steps=40,
             tasks="bundled",
             levels=(),
             task_size="large",
             split="paper",
-            eval_every=10,
-            eval_trajectories=8,
-            eval_turns=2,
-            checkpoint_every=5,
+            eval_every=3,
+            eval_trajectories=4,
+            eval_turns=1,
+            checkpoint_every=100,
+            keep_checkpoints=1,
         ),
     )
 

@@ -1,0 +1,459 @@
+"""The learning run of issue #16 in one command: a small model made here learns to write faster
+kernels from real GPU rewards, judged on held-out tasks before and after.
+
+Launch on the GPU machine (one H200, from the repository root; torch and transformers already
+there, no network, nothing to download):
+
+    PYTHONPATH=. python3 bench/learning_run.py --out $OUT/learn --budget-s 480
+
+Phases (the wall-clock budget covers them all; a watchdog ends the process at budget + 40 s and
+still writes what it has):
+
+    family     40 training and 8 held-out tasks (kevin.train.family) at the GPU size; held-out
+               tasks are op combinations never seen in training                          ~1 s
+    corpus     every kernel variant of the training tasks as (prompt, completion) samples, and
+               4 variants drawn per held-out task for the baseline (kevin.train.corpus)  ~1 s
+    baseline   the corpus-average baseline: those held-out variants evaluated on the GPU, as
+               the policy's kernels are (also builds the evaluator's shim and times the held-out
+               references, which the later evaluations reuse); the tokenizer is trained and the
+               corpus encoded meanwhile                                                 ~45-70 s
+    sft        the warm start (kevin.train.sft): a 26M-parameter Llama from scratch on the
+               training corpus, bf16                                          --sft-s, ~90 s
+    rl         `kevin train --preset h200` from that checkpoint on the family (real cuda
+               rewards, 100 ms timing budget, 12 candidates in flight): held-out evaluation at
+               step 0 (the SFT start), steps of 4 tasks x 8 trajectories x 1 turn, held-out
+               evaluation every 3 steps and at the end; loop.time_limit_s stops it at a step
+               boundary so the final evaluation still fits                   the rest, ~250 s
+    report     metrics.json, learning.png (held-out correct and speedup over the steps, the SFT
+               start and the corpus average), the RL run's curves.png, and a table   ~5 s
+
+Outputs in --out (small files only): metrics.json, learning.png, table.txt, corpus_stats.json,
+corpus_sample.jsonl, corpus_baseline.jsonl, sft_log.jsonl, sft.json, and rl/ (config.json,
+metrics.jsonl, heldout.jsonl, curves.png, episodes_sample.jsonl). Checkpoints (about 100 MB of
+weights, 300 MB with the optimiser) stay in --work (default: a new folder under /tmp), so $OUT
+carries only what is worth committing.
+
+What this shows and what it does not: a 26M-parameter model, warm-started on kernels this project
+generates, improves by RL on one narrow family of elementwise / reduction / softmax tasks with
+rewards from compiling, checking and timing its kernels on the GPU. It is not a 32B model writing
+arbitrary kernels, and a few minutes of RL mostly teach it which of the corpus's ways of writing a
+kernel to pick (fewer wrong and slow variants), not new algorithms.
+
+CPU dry run (tests/train/test_learning_run.py): `--scale toy --backend cpp` runs every phase with
+a tiny model in seconds to minutes; the test may also swap in a fake evaluator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kevin.evaluator.result import EvalResult  # noqa: E402
+from kevin.rl.metrics import compute_metrics  # noqa: E402
+from kevin.train import corpus as corpora  # noqa: E402
+from kevin.train import family as families  # noqa: E402
+from kevin.train import presets, sft  # noqa: E402
+from kevin.train.config import TrainConfig  # noqa: E402
+from kevin.train.overrides import apply_overrides  # noqa: E402
+from kevin.train.tracking import read_jsonl  # noqa: E402
+
+REPORT_RESERVE_S = 35.0
+"""Budget kept back from the RL loop for its setup, teardown and the report."""
+TOY_TRAIN = {"act": 2, "rowreduce": 1, "softmax": 1}
+TOY_HELDOUT = {"act": 1, "softmax": 1}
+HEADLINE = ("correct", "speedup", "fast_1")
+
+
+def toy_rl() -> TrainConfig:
+    """The CPU dry run's RL config: the smoke preset's tiny scale on the toy family."""
+    base = presets.smoke()
+    return dataclasses.replace(
+        base,
+        preset="learning-toy",
+        rollout=dataclasses.replace(
+            base.rollout, tasks_per_step=2, trajectories=2, turns=1, max_completion_tokens=32
+        ),
+        loop=dataclasses.replace(
+            base.loop,
+            steps=2,
+            eval_every=1,
+            eval_at_start=True,
+            eval_trajectories=2,
+            eval_turns=1,
+            tensorboard=False,
+        ),
+    )
+
+
+def toy_sft() -> sft.SFTConfig:
+    base = sft.sft_preset("smoke")
+    model = dataclasses.replace(base.model, tiny_layers=1, tiny_hidden_size=32, tiny_intermediate_size=64)
+    return dataclasses.replace(base, model=model, steps=4, batch_size=2, log_every=2)
+
+
+class Watchdog:
+    """Ends the process at the deadline, after writing the report from what is on disk."""
+
+    def __init__(self, deadline_s: float, report) -> None:
+        self.done = threading.Event()
+        self.timer = threading.Timer(deadline_s, self._fire, args=(report,))
+        self.timer.daemon = True
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def _fire(self, report) -> None:
+        if self.done.is_set():
+            return
+        print("learning_run: the watchdog ends the run at its deadline; writing what there is", flush=True)
+        try:
+            report(partial="watchdog")
+        finally:
+            os._exit(3)
+
+
+class LearningRun:
+    def __init__(self, args: argparse.Namespace, evaluator_factory=None) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.work = Path(args.work or tempfile.mkdtemp(prefix="kevin-learning-"))
+        self.started = time.monotonic()
+        self.phases: dict[str, float] = {}
+        self.record: dict = {"budget_s": args.budget_s, "scale": args.scale, "backend": args.backend}
+        self.evaluator_factory = evaluator_factory
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def phase(self, name: str, since: float) -> None:
+        self.phases[name] = round(time.monotonic() - since, 2)
+        print(
+            f"learning_run: {name} done in {self.phases[name]:.1f} s (at {self.elapsed():.0f} s)", flush=True
+        )
+
+    # -- phases --------------------------------------------------------------------------------
+
+    def write_family(self):
+        full = self.args.scale == "full"
+        specs = families.generate_family(
+            self.args.seed,
+            train_counts=None if full else TOY_TRAIN,
+            heldout_counts=None if full else TOY_HELDOUT,
+        )
+        size = "large" if self.args.backend == "cuda" else "small"
+        directory = families.write_family(self.work / "family", specs, size=size)
+        shutil.copy(directory / families.SPLIT_FILE, self.out / "split.json")
+        shutil.copy(directory / families.SPEC_FILE, self.out / "family.json")
+        specs, train, heldout = families.load_family(directory)
+        self.record["family"] = {"train": len(train), "heldout": len(heldout), "size": size}
+        return directory, specs, train, heldout
+
+    def start_baseline(self, specs, heldout):
+        """Submit the held-out corpus variants; returns (evaluator, picks, futures)."""
+        picks = corpora.corpus_baseline_picks(
+            specs, heldout, self.args.backend, per_task=self.args.baseline_per_task, seed=self.args.seed
+        )
+        evaluator = self.evaluator_factory() if self.evaluator_factory else self.real_evaluator()
+        futures = [evaluator.submit(task, variant.source) for task, variant in picks]
+        return evaluator, picks, futures
+
+    def real_evaluator(self):
+        from kevin.train.rollout import build_evaluator
+
+        return build_evaluator(self.base_config().evaluator, self.args.backend)
+
+    def finish_baseline(self, picks, futures, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        rows, missing = [], 0
+        for index, ((task, variant), future) in enumerate(zip(picks, futures)):
+            try:
+                result = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                missing += 1
+                continue
+            except Exception as exc:  # the evaluator itself failed: ours, not the variant's
+                result = EvalResult(
+                    stage="runtime", blame="infrastructure", error=str(exc)[:500], task_id=task.id
+                )
+            verdict = result.to_dict()
+            verdict.pop("log", None)
+            rows.append(
+                {
+                    "step": 0,
+                    "task": task.id,
+                    "trajectory": index,
+                    "turn": 1,
+                    "variant": variant.name,
+                    "label": variant.label,
+                    "verdict": verdict,
+                }
+            )
+        with (self.out / "corpus_baseline.jsonl").open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row) + "\n")
+        summary = compute_metrics(rows, ks=[1])["overall"] if rows else {}
+        self.record["corpus_average"] = {
+            **{k: summary.get(k) for k in (*HEADLINE, "geomean")},
+            "variants": len(rows),
+            "not_finished": missing,
+            "infrastructure": sum(r["verdict"]["blame"] == "infrastructure" for r in rows),
+            "by_label": {
+                label: {
+                    "variants": sum(r["label"] == label for r in rows),
+                    "passed": sum(
+                        r["label"] == label and EvalResult.from_dict(r["verdict"]).passed for r in rows
+                    ),
+                }
+                for label in ("honest", "slow", "wrong")
+            },
+        }
+
+    def sft_config(self) -> sft.SFTConfig:
+        config = sft.sft_preset("h200") if self.args.scale == "full" else toy_sft()
+        return dataclasses.replace(config, seed=self.args.seed, time_limit_s=self.args.sft_s)
+
+    def base_config(self) -> TrainConfig:
+        """The RL config before the run's own paths: the preset, the back end, --set."""
+        base = presets.h200() if self.args.scale == "full" else toy_rl()
+        overrides = [f"rollout.backend={self.args.backend}", f"loop.seed={self.args.seed}"]
+        if self.args.cache_dir:
+            overrides.append(f"evaluator.cache_dir={self.args.cache_dir}")
+        return apply_overrides(base, overrides + list(self.args.set or []))
+
+    def rl_config(self, checkpoint: Path, family_dir: Path, time_limit_s: float) -> TrainConfig:
+        overrides = [
+            f"model.name_or_path={checkpoint}",
+            f"loop.tasks={family_dir}",
+            f"loop.split={family_dir / families.SPLIT_FILE}",
+            f"loop.time_limit_s={max(1.0, time_limit_s):.0f}",
+        ]
+        return apply_overrides(self.base_config(), overrides)
+
+    def run_rl(self, checkpoint: Path, family_dir: Path, evaluator) -> None:
+        from kevin.train.loop import print_line, train
+
+        limit = self.args.budget_s - self.elapsed() - REPORT_RESERVE_S
+        config = self.rl_config(checkpoint, family_dir, limit)
+        run_dir = self.work / "rl"
+        result = train(config, run_dir, evaluator_factory=lambda run: evaluator, out=print_line)
+        self.record["rl"] = {
+            "steps": result.last_step,
+            "stopped_by": result.stopped_by,
+            "time_limit_s": round(limit),
+        }
+
+    # -- the whole run -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.work.mkdir(parents=True, exist_ok=True)
+        watchdog = Watchdog(self.args.budget_s + self.args.grace_s - self.elapsed(), self.report)
+        watchdog.start()
+        since = time.monotonic()
+        family_dir, specs, train_tasks, heldout = self.write_family()
+        samples = corpora.build_corpus(specs, train_tasks, self.args.backend)
+        self.phase("family+corpus", since)
+        since = time.monotonic()
+        evaluator, picks, futures = self.start_baseline(specs, heldout)
+        config = self.sft_config()
+        prepared = sft.prepare(config, samples)
+        stats = corpora.corpus_stats(samples, prepared.codec.count_tokens)
+        (self.out / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+        corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.out / "corpus_sample.jsonl")
+        self.record["corpus"] = stats
+        self.finish_baseline(picks, futures, self.args.baseline_s)
+        self.phase("baseline", since)
+        since = time.monotonic()
+        result = sft.train_sft(config, samples, self.work / "sft", prepared=prepared)
+        for name in (sft.SFT_LOG, sft.SFT_RECORD):
+            shutil.copy(self.work / "sft" / name, self.out / name)
+        self.record["sft"] = {
+            "steps": result.steps,
+            "seconds": round(result.seconds, 1),
+            "parameters": result.parameters,
+            "first_loss": result.losses[0],
+            "last_loss": result.losses[-1],
+        }
+        self.phase("sft", since)
+        since = time.monotonic()
+        self.run_rl(self.work / "sft", family_dir, evaluator)
+        self.phase("rl", since)
+        watchdog.done.set()
+        self.report()
+        return 0
+
+    # -- the report ----------------------------------------------------------------------------
+
+    def report(self, partial: str | None = None) -> None:
+        self.record["phases_s"] = dict(self.phases)
+        self.record["wall_s"] = round(self.elapsed(), 1)
+        self.record["partial"] = partial
+        write_report(self.record, self.work / "rl", self.out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report: metrics.json, the RL run's small files, learning.png, table.txt
+
+RL_FILES = ("config.json", "metrics.jsonl", "heldout.jsonl", "curves.png")
+
+
+def _heldout_points(rows: list[dict]) -> list[dict]:
+    return [
+        {"step": row["step"], **{k: row.get(f"heldout/{k}") for k in (*HEADLINE, "geomean")}}
+        for row in rows
+        if "heldout/correct" in row
+    ]
+
+
+def _episodes_sample(run_dir: Path, out: Path, per_step: int = 8) -> None:
+    rows = read_jsonl(run_dir / "episodes.jsonl") if (run_dir / "episodes.jsonl").exists() else []
+    steps = sorted({row.get("step", 0) for row in rows})
+    kept = [
+        row
+        for step in steps[:1] + steps[-1:]
+        for row in [r for r in rows if r.get("step", 0) == step][:per_step]
+    ]
+    with (out / "episodes_sample.jsonl").open("w", encoding="utf-8") as handle:
+        for row in kept:
+            handle.write(json.dumps(row) + "\n")
+
+
+def write_report(record: dict, run_dir: Path, out: Path) -> None:
+    from kevin.train.tracking import METRICS_FILE
+
+    rows = read_jsonl(run_dir / METRICS_FILE) if (run_dir / METRICS_FILE).exists() else []
+    points = _heldout_points(rows)
+    record["heldout"] = points
+    record["before"] = points[0] if points and points[0]["step"] == 0 else None
+    record["after"] = points[-1] if len(points) > 1 else None
+    record["training"] = [
+        {
+            "step": row["step"],
+            "reward": row.get("rollout/reward_mean"),
+            "passed": row.get("rollout/passed_share"),
+        }
+        for row in rows
+        if "rollout/reward_mean" in row
+    ]
+    (out / "rl").mkdir(parents=True, exist_ok=True)
+    for name in RL_FILES:
+        if (run_dir / name).exists():
+            shutil.copy(run_dir / name, out / "rl" / name)
+    _episodes_sample(run_dir, out / "rl")
+    (out / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    try:
+        _plot(record, out / "learning.png")
+    except ImportError as exc:  # no matplotlib: metrics.json holds every number to plot later
+        print(f"learning_run: no plot ({exc})")
+    table = _table(record)
+    (out / "table.txt").write_text(table + "\n", encoding="utf-8")
+    print(table, flush=True)
+
+
+def _plot(record: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    points, baseline = record.get("heldout") or [], record.get("corpus_average") or {}
+    for axis, key, title in (
+        (axes[0], "correct", "held-out: share correct"),
+        (axes[1], "speedup", "held-out: mean speedup (failures 0)"),
+    ):
+        steps = [p["step"] for p in points if p.get(key) is not None]
+        axis.plot(
+            steps,
+            [p[key] for p in points if p.get(key) is not None],
+            marker="o",
+            label="policy (step 0 = SFT start)",
+        )
+        if baseline.get(key) is not None:
+            axis.axhline(baseline[key], color="gray", linestyle="--", label="corpus average variant")
+        axis.set_title(title)
+        axis.set_xlabel("RL step")
+        axis.legend(fontsize=8)
+    training = record.get("training") or []
+    axes[2].plot(
+        [t["step"] for t in training], [t["reward"] for t in training], marker="o", label="mean reward"
+    )
+    axes[2].plot(
+        [t["step"] for t in training], [t["passed"] for t in training], marker="s", label="share passed"
+    )
+    axes[2].set_title("training tasks")
+    axes[2].set_xlabel("RL step")
+    axes[2].legend(fontsize=8)
+    sft_record = record.get("sft") or {}
+    figure.suptitle(
+        f"kevin learning run: {sft_record.get('parameters', 0) / 1e6:.1f}M-parameter policy, {record.get('backend')}, "
+        f"{(record.get('rl') or {}).get('steps', 0)} RL steps"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _table(record: dict) -> str:
+    def cells(values: dict | None) -> str:
+        values = values or {}
+        return "".join(f"{values[k]:>9.3f}" if values.get(k) is not None else f"{'-':>9}" for k in HEADLINE)
+
+    family, rl = record.get("family") or {}, record.get("rl") or {}
+    baseline = record.get("corpus_average") or {}
+    after = record.get("after") or {}
+    lines = [
+        f"learning run ({record.get('backend')}, {record.get('scale')}): {(record.get('sft') or {}).get('parameters', 0) / 1e6:.1f}M "
+        f"parameters, {family.get('train', '?')} training / {family.get('heldout', '?')} held-out tasks, "
+        f"{rl.get('steps', '?')} RL steps, {record.get('wall_s')} s of {record.get('budget_s'):.0f} s"
+        + (f" (PARTIAL: {record['partial']})" if record.get("partial") else ""),
+        f"{'held-out':28s}{'correct':>9}{'speedup':>9}{'fast_1':>9}",
+        f"{'corpus average variant':28s}{cells(baseline)}   ({baseline.get('variants', 0)} variants)",
+        f"{'SFT start (step 0)':28s}{cells(record.get('before'))}",
+        f"{'after RL (step ' + str(after.get('step', '-')) + ')':28s}{cells(after)}",
+        "phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in (record.get("phases_s") or {}).items()),
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="folder for the results (small files)")
+    parser.add_argument("--work", help="folder for checkpoints and the family (default: a new one in /tmp)")
+    parser.add_argument("--budget-s", type=float, default=480.0, help="wall-clock budget of the whole run")
+    parser.add_argument(
+        "--grace-s", type=float, default=40.0, help="the watchdog ends the process this long after the budget"
+    )
+    parser.add_argument("--sft-s", type=float, default=90.0, help="most seconds of SFT training")
+    parser.add_argument(
+        "--baseline-s", type=float, default=120.0, help="most seconds to wait for the baseline"
+    )
+    parser.add_argument("--baseline-per-task", type=int, default=4, help="corpus variants per held-out task")
+    parser.add_argument("--scale", choices=("full", "toy"), default="full", help="toy: the CPU dry run")
+    parser.add_argument("--backend", choices=("cuda", "cpp"), default="cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cache-dir", default="", help="evaluator build/baseline cache (default ~/.cache/kevin)"
+    )
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="override an RL config field")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None, evaluator_factory=None) -> int:
+    return LearningRun(parse_args(argv), evaluator_factory).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

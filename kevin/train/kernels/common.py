@@ -1,0 +1,173 @@
+"""What the kernel writers share: the `Variant` record, the Python frame around the kernels, the
+elementwise function `f` of a task's op chain (and its slipped, wrong twin), and the plan's words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from string import Template
+
+from kevin.train.family import OPS, TaskSpec, c_float
+
+LABELS = ("honest", "slow", "wrong")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    """Which way of writing it: `vec4_grid_t256`, `tree_t512`, `wrong_quarter`, ..."""
+    label: str
+    plan: str
+    """The reasoning line before the code."""
+    summary: str
+    """The sentence after the code."""
+    source: str
+    """The candidate file."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared pieces: the Python frame, the elementwise function, the plan's words
+
+CUDA_FRAME = Template('''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+$code"""
+
+module = load_inline(
+    name="$name",
+    cpp_sources="torch::Tensor run($params);",
+    cuda_sources=source,
+    functions=["run"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, $args):
+        return module.run($args)
+''')
+
+CPP_FRAME = Template('''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = r"""
+#include <torch/extension.h>
+#include <cmath>
+
+$code"""
+
+module = load_inline(
+    name="$name",
+    cpp_sources=source,
+    functions=["run"],
+    extra_cflags=["-O3"],
+    verbose=False,
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, $args):
+        return module.run($args)
+''')
+
+SLIPS = {
+    "relu": "fmaxf(v, 0.1f)",
+    "gelu": "0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.44715f * v * v * v)))",
+    "sigmoid": "1.0f / (1.0f + expf(v))",
+    "silu": "v / (1.0f + expf(v))",
+    "tanh": "tanhf(2.0f * v)",
+    "scale": "v * {c2}",
+    "bias": "v - {c}",
+    "leaky": "v > 0.0f ? v * {c} : v",
+}
+"""A wrong constant or sign in each op: the `slip` bug."""
+
+STREAM = "0, at::cuda::getCurrentCUDAStream()"
+
+
+def op_expr(name: str, constant: float | None, *, slip: bool = False) -> str:
+    form = SLIPS[name] if slip else OPS[name].c_form
+    if constant is None:
+        return form
+    return form.format(c=c_float(constant), c2=c_float(constant * 2))
+
+
+def elementwise_fn(spec: TaskSpec, cuda: bool, *, slip: bool = False) -> str:
+    qualifier = "__device__ __forceinline__" if cuda else "static inline"
+    lines = [f"{qualifier} float f(float v) {{"]
+    for index, (name, constant) in enumerate(spec.ops):
+        lines.append(f"    v = {op_expr(name, constant, slip=slip and index == 0)};")
+    lines += ["    return v;", "}", ""]
+    return "\n".join(lines)
+
+
+def params(spec: TaskSpec) -> str:
+    return ", ".join(f"torch::Tensor {name}" for name in spec.inputs)
+
+
+def _file(spec: TaskSpec, cuda: bool, name: str, code: str) -> str:
+    frame = CUDA_FRAME if cuda else CPP_FRAME
+    ext = f"{spec.kind}_{name}" if cuda else f"{spec.kind}_{name}_cpp"
+    return frame.substitute(code=code, name=ext, params=params(spec), args=", ".join(spec.inputs))
+
+
+def _op_words(spec: TaskSpec) -> str:
+    names = [name for name, _ in spec.ops]
+    if spec.kind == "residual":
+        names = ["the residual add", *names]
+    if not names:
+        return ""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _what(spec: TaskSpec, fused: bool = True) -> str:
+    """The plan's first half: what goes into which kernel."""
+    ops = _op_words(spec)
+    if spec.kind in ("act", "residual"):
+        if not fused:
+            return f"run {ops} as separate kernels"
+        return f"fuse {ops} into one kernel" if " and " in ops else f"one kernel for {ops}"
+    task = f"the row {spec.reduce}" if spec.kind == "rowreduce" else "the row softmax"
+    if not ops:
+        return f"one kernel for {task}"
+    if not fused:
+        return f"one kernel for {ops}, then a second one for {task}"
+    return f"fuse {ops} into the loads of {task}"
+
+
+def _past(what: str) -> str:
+    for present, past in (("fuse ", "Fused "), ("run ", "Ran "), ("one kernel", "Wrote one kernel")):
+        if what.startswith(present):
+            return past + what[len(present) :]
+    return what
+
+
+def variant(
+    spec: TaskSpec, cuda: bool, name: str, label: str, how: str, code: str, *, fused: bool = True
+) -> Variant:
+    what = _what(spec, fused)
+    summary = f"{_past(what)}: {how}."
+    return Variant(name, label, f"Plan: {what}; {how}.", summary, _file(spec, cuda, name, code))
+
+
+def threads_words(count: int) -> str:
+    return f"{count} threads per block"
+
+
+REDUCE_INIT = {"sum": "0.0f", "mean": "0.0f", "max": "-INFINITY"}
+REDUCE_COMBINE = {"sum": "a + b", "mean": "a + b", "max": "fmaxf(a, b)"}
+
+
+def final(spec: TaskSpec, value: str) -> str:
+    return f"{value} / (float)cols" if spec.reduce == "mean" else value

@@ -1,0 +1,359 @@
+"""Supervised warm start: a small model made here learns the corpus before RL (issue #16).
+
+No pretrained weights reach the GPU machine, and a random model never writes a kernel, so the policy
+of the learning run starts from weights made here:
+
+1. tokenizer: the tiny byte-level BPE (kevin.train.model) trained on kevin's own texts plus the
+   corpus's prompts and completions (kevin.train.corpus), so a kernel costs few tokens;
+2. model: the tiny Llama of `ModelConfig` (its `tiny_*` fields; the h200 preset's is about 27M
+   parameters), random weights from the seed;
+3. training: next-token cross-entropy on the completion tokens only (prompt and padding masked),
+   mean over the batch's completion tokens; AdamW (betas 0.9/0.95), linear warm-up then cosine decay
+   to `min_lr_fraction` of the peak, global gradient-norm clip; bf16 autocast on CUDA, fp32 weights.
+   Each batch is `batch_size` samples from a seeded shuffle (every sample once per epoch), padded on
+   the right to the batch's longest row; samples longer than `max_tokens` are dropped (counted);
+4. output: a Hugging Face checkpoint folder (weights, config, generation config, tokenizer) that
+   `kevin train --set model.name_or_path=DIR` loads with `from_pretrained`, so the RL run uses this
+   very tokenizer; `sft_log.jsonl` (one row per step: loss, learning rate, tokens, seconds) and
+   `sft.json` (the config and the result).
+
+Prompts and completions become tokens through `TextCodec`, exactly as the sampler and the learner of
+the RL run do (prompt and completion encoded apart; the completion ends with end-of-sequence).
+`time_limit_s` stops training early at a step boundary (the checkpoint is still written).
+
+`kevin sft --family DIR --out CKPT` runs it on a family written by `kevin family`, with the training
+tasks' corpus only (held-out tasks are never trained on). What this does not do: resume, several
+GPUs, or packing several samples into one row (rows are about the same length here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kevin.errors import UsageError
+from kevin.train.config import ModelConfig
+from kevin.train.corpus import Sample
+
+SFT_LOG = "sft_log.jsonl"
+SFT_RECORD = "sft.json"
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The model to build (`tiny_*` fields; `name_or_path` `tiny`) or continue from (a checkpoint)."""
+    steps: int = 600
+    """Optimiser steps (each one batch)."""
+    batch_size: int = 16
+    """Samples per step."""
+    lr: float = 1e-3
+    """Peak learning rate."""
+    warmup_fraction: float = 0.05
+    """Share of the steps spent warming up linearly from 0."""
+    min_lr_fraction: float = 0.1
+    """The cosine decay ends at this share of the peak learning rate."""
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    """Largest global gradient norm."""
+    max_tokens: int = 2560
+    """Longest prompt + completion trained on; longer samples are dropped."""
+    time_limit_s: float | None = None
+    """Stop at the first step boundary after this many seconds of training; none: run every step."""
+    log_every: int = 25
+    """Print a loss line every this many steps (every step goes to sft_log.jsonl)."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        rules = [
+            (self.steps >= 1, "sft steps must be at least 1"),
+            (self.batch_size >= 1, "sft batch_size must be at least 1"),
+            (self.lr > 0, "sft lr must be positive"),
+            (0 <= self.warmup_fraction < 1, "sft warmup_fraction must be in [0, 1)"),
+            (0 <= self.min_lr_fraction <= 1, "sft min_lr_fraction must be in [0, 1]"),
+            (self.grad_clip > 0, "sft grad_clip must be positive"),
+            (self.max_tokens >= 16, "sft max_tokens must be at least 16"),
+            (
+                self.time_limit_s is None or self.time_limit_s > 0,
+                "sft time_limit_s must be positive, or none",
+            ),
+            (self.log_every >= 1, "sft log_every must be at least 1"),
+        ]
+        for ok, message in rules:
+            if not ok:
+                raise UsageError(message)
+
+
+def sft_preset(name: str) -> SFTConfig:
+    """The warm start matching a train preset's model: `h200` (about 27M parameters, ~1 minute on an
+    H200) or `smoke` (the CPU smoke model, seconds)."""
+    from kevin.train.presets import preset
+
+    model = preset(name).model
+    if name == "h200":
+        return SFTConfig(model=model, steps=700, batch_size=16, lr=1e-3, time_limit_s=100.0)
+    return SFTConfig(model=model, steps=20, batch_size=4, lr=3e-3, max_tokens=4096, log_every=5)
+
+
+@dataclass
+class SFTResult:
+    out_dir: Path
+    steps: int
+    losses: list[float]
+    seconds: float
+    parameters: int
+    samples: int
+    dropped: int
+    """Samples longer than max_tokens, not trained on."""
+    stopped_by_time: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def encode_samples(
+    samples: Sequence[Sample], codec: Any, max_tokens: int
+) -> tuple[list[tuple[list[int], int]], int]:
+    """(token ids, prompt length) per sample that fits `max_tokens`, and how many did not."""
+    encoded, dropped = [], 0
+    for sample in samples:
+        prompt = codec.encode_prompt(sample.prompt)
+        completion = codec.encode_completion(sample.completion, "stop")
+        if len(prompt) + len(completion) > max_tokens:
+            dropped += 1
+            continue
+        encoded.append((prompt + completion, len(prompt)))
+    return encoded, dropped
+
+
+def collate(rows: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded input ids, attention mask, and labels with prompt and padding masked."""
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    labels = torch.full_like(input_ids, IGNORE)
+    for row, (ids, prompt_length) in enumerate(rows):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        labels[row, prompt_length : len(ids)] = torch.tensor(ids[prompt_length:])
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def batches(count: int, batch_size: int, seed: int):
+    """Endless index batches: a fresh seeded shuffle each epoch, every index once per epoch."""
+    rng = random.Random(seed)
+    while True:
+        order = list(range(count))
+        rng.shuffle(order)
+        for start in range(0, count, batch_size):
+            yield order[start : start + batch_size]
+
+
+def lr_factor(step: int, config: SFTConfig) -> float:
+    """Multiplier of the peak rate at 0-based `step`: linear warm-up, then cosine to min_lr_fraction."""
+    warmup = max(1, int(config.steps * config.warmup_fraction))
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, config.steps - warmup))
+    return config.min_lr_fraction + (1 - config.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+
+
+def build_tokenizer(config: SFTConfig, samples: Sequence[Sample]) -> Any:
+    """The tiny BPE trained with the corpus's texts, or the checkpoint's own tokenizer."""
+    from kevin.train.corpus import tokenizer_texts
+    from kevin.train.model import load_tokenizer, train_tiny_tokenizer
+
+    if not config.model.is_tiny:
+        return load_tokenizer(config.model)
+    return train_tiny_tokenizer(config.model.tiny_vocab_size, tokenizer_texts(samples))
+
+
+@dataclass
+class Prepared:
+    """The tokenizer and the encoded samples: the CPU half of `train_sft`, which a caller may run
+    while something else uses the GPU."""
+
+    tokenizer: Any
+    codec: Any
+    encoded: list[tuple[list[int], int]]
+    dropped: int
+
+
+def prepare(config: SFTConfig, samples: Sequence[Sample]) -> Prepared:
+    """Train the tokenizer and encode `samples` with it."""
+    from kevin.train.model import TextCodec
+
+    if not samples:
+        raise UsageError("the corpus is empty: no samples to train on")
+    tokenizer = build_tokenizer(config, samples)
+    codec = TextCodec(tokenizer)
+    encoded, dropped = encode_samples(samples, codec, config.max_tokens)
+    if not encoded:
+        raise UsageError(f"every sample is longer than max_tokens={config.max_tokens}; raise it")
+    return Prepared(tokenizer, codec, encoded, dropped)
+
+
+def train_sft(
+    config: SFTConfig,
+    samples: Sequence[Sample],
+    out_dir: str | Path,
+    *,
+    prepared: Prepared | None = None,
+    out: Callable[[str], None] = print,
+) -> SFTResult:
+    """Train on `samples` (tokenized by `prepare`, or as `prepared` says) and write the checkpoint
+    folder `out_dir` (see the module docstring)."""
+    from kevin.train.logprobs import autocast_context
+    from kevin.train.model import build_model, count_parameters, resolve_compute_dtype, resolve_device
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    prepared = prepared or prepare(config, samples)
+    tokenizer, codec, encoded, dropped = (
+        prepared.tokenizer,
+        prepared.codec,
+        prepared.encoded,
+        prepared.dropped,
+    )
+    device = resolve_device(config.model)
+    dtype = resolve_compute_dtype(config.model, device)
+    torch.manual_seed(config.seed)
+    model = build_model(config.model, tokenizer, seed=config.seed).to(device)
+    model.train()
+    _, parameters = count_parameters(model)
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+        weight_decay=config.weight_decay,
+    )
+    out(
+        f"kevin sft: {parameters / 1e6:.1f}M parameters, {len(encoded)} samples ({dropped} too long), "
+        f"vocabulary {len(tokenizer)}, {config.steps} steps of {config.batch_size} on {device}"
+    )
+    losses: list[float] = []
+    stopped_by_time = False
+    draw = batches(len(encoded), config.batch_size, config.seed)
+    trained_from = time.monotonic()
+    with (out_dir / SFT_LOG).open("w", encoding="utf-8") as log:
+        for step in range(config.steps):
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * lr_factor(step, config)
+            batch = {
+                k: v.to(device) for k, v in collate([encoded[i] for i in next(draw)], codec.pad_id).items()
+            }
+            with autocast_context(device, dtype):
+                loss = model(**batch).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            value = float(loss.detach())
+            losses.append(value)
+            seconds = time.monotonic() - trained_from
+            row = {
+                "step": step + 1,
+                "loss": value,
+                "grad_norm": float(grad_norm),
+                "lr": optimizer.param_groups[0]["lr"],
+                "tokens": int(batch["attention_mask"].sum()),
+                "seconds": round(seconds, 3),
+            }
+            log.write(json.dumps(row) + "\n")
+            if (step + 1) % config.log_every == 0 or step == 0 or step + 1 == config.steps:
+                out(f"sft step {step + 1}/{config.steps} loss {value:.4f} lr {row['lr']:.2e} {seconds:.0f}s")
+            if config.time_limit_s is not None and seconds > config.time_limit_s:
+                stopped_by_time = step + 1 < config.steps
+                if stopped_by_time:
+                    out(f"sft: stopped at step {step + 1} by the time limit ({config.time_limit_s:.0f} s)")
+                break
+    model.eval()
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    result = SFTResult(
+        out_dir,
+        len(losses),
+        losses,
+        time.monotonic() - started,
+        parameters,
+        len(encoded),
+        dropped,
+        stopped_by_time,
+    )
+    record = {
+        "config": dataclasses.asdict(config),
+        "result": {k: v for k, v in dataclasses.asdict(result).items() if k not in ("losses", "out_dir")},
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+    }
+    (out_dir / SFT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    out(
+        f"kevin sft: {len(losses)} steps in {result.seconds:.0f}s, loss {losses[0]:.3f} -> {losses[-1]:.3f}; checkpoint in {out_dir}"
+    )
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# `kevin sft`
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kevin.train.corpus import build_corpus
+    from kevin.train.family import load_family
+
+    out_dir = Path(args.out)
+    if (out_dir / "config.json").exists():
+        raise UsageError(f"{out_dir} already holds a model; pick a new --out")
+    specs, train_tasks, _ = load_family(args.family)
+    config = sft_preset(args.preset)
+    changes = {
+        k: v
+        for k, v in {"steps": args.steps, "batch_size": args.batch_size, "lr": args.lr}.items()
+        if v is not None
+    }
+    if args.time_limit_s is not None:
+        changes["time_limit_s"] = args.time_limit_s if args.time_limit_s > 0 else None
+    config = dataclasses.replace(config, seed=args.seed, **changes)
+    samples = build_corpus(specs, train_tasks, args.backend)
+    train_sft(config, samples, out_dir)
+    return 0
+
+
+def register_commands(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "sft",
+        help="warm-start a small model on the generated kernel corpus (before kevin train)",
+        description="Train the tokenizer and a small model from scratch on the corpus of a task family "
+        "(training tasks only) and write a checkpoint for `kevin train --set model.name_or_path=DIR`.",
+    )
+    parser.add_argument("--family", required=True, help="a folder written by `kevin family`")
+    parser.add_argument("--out", required=True, help="checkpoint folder to write")
+    parser.add_argument(
+        "--preset", choices=("h200", "smoke"), default="smoke", help="model size and schedule (default smoke)"
+    )
+    parser.add_argument(
+        "--backend", choices=("cuda", "cpp"), default="cuda", help="kernel back end of the corpus"
+    )
+    parser.add_argument("--steps", type=int, help="optimiser steps (default: the preset's)")
+    parser.add_argument("--batch-size", type=int, help="samples per step (default: the preset's)")
+    parser.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
+    parser.add_argument("--time-limit-s", type=float, help="stop training after this many seconds (0: none)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(run=_run)

@@ -1,0 +1,174 @@
+"""The warm-start corpus (kevin.train.corpus, kevin.train.kernels): every honest variant passes the
+static gate, every completion parses into its candidate, labels are what the names say, lengths fit
+the policy's budget; the CUDA sources compile with nvcc (lite headers, as kevin's fast build does)
+and the C++ ones are judged right or wrong by the real cpp back end."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kevin.gate.check import check_source
+from kevin.rl.candidate import parse_completion
+from kevin.rl.prompts import build_prompt
+from kevin.train.corpus import build_corpus, corpus_baseline_picks, corpus_stats, tokenizer_texts
+from kevin.train.family import generate_family, load_family, write_family
+from kevin.train.kernels import LABELS, variants
+
+REPO = Path(__file__).resolve().parents[2]
+LITE = REPO / "kevin" / "evaluator" / "native" / "lite"
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("family")
+    write_family(directory, generate_family(0), size="small")
+    return load_family(directory)
+
+
+@pytest.mark.parametrize("backend", ["cuda", "cpp"])
+def test_every_variant_passes_the_static_gate(backend):
+    rejected = []
+    for spec in generate_family(0):
+        for variant in variants(spec, backend):
+            report = check_source(variant.source, backend)
+            if not report.ok:
+                rejected.append((spec.name, variant.name, report.violations[:1]))
+    assert not rejected
+
+
+def test_labels_and_names_agree_and_every_kind_has_each_label():
+    for spec in generate_family(0):
+        found = variants(spec, "cuda")
+        assert len({v.name for v in found}) == len(found), "variant names are unique per task"
+        for variant in found:
+            assert variant.label in LABELS
+            assert (variant.label == "wrong") == variant.name.startswith("wrong_"), variant.name
+        counts = Counter(v.label for v in found)
+        assert counts["honest"] >= 8 and counts["slow"] >= 1 and counts["wrong"] >= 2, (spec.name, counts)
+        assert found[0].label == "honest"
+
+
+def test_completions_parse_into_their_candidate_with_the_turn_one_prompt(family):
+    specs, train, _ = family
+    for backend in ("cuda", "cpp"):
+        samples = build_corpus(specs, train, backend)
+        assert {s.task_id for s in samples} == {t.id for t in train}
+        prompts = {t.id: build_prompt(t, [], backend=backend).text for t in train}
+        by_task_variant = {(spec.task_id, v.name): v for spec in specs for v in variants(spec, backend)}
+        for sample in samples:
+            parsed = parse_completion(sample.completion)
+            assert parsed.ok, (sample.task_id, sample.variant, parsed.error)
+            assert parsed.candidate + "\n" == by_task_variant[(sample.task_id, sample.variant)].source
+            assert parsed.reasoning.startswith("Plan: ") and parsed.summary
+            assert sample.prompt == prompts[sample.task_id]
+
+
+def test_labels_filter_and_baseline_picks_are_seeded(family):
+    specs, train, heldout = family
+    honest = build_corpus(specs, train, "cuda", labels=["honest"])
+    assert honest and all(s.label == "honest" for s in honest)
+    with pytest.raises(ValueError, match="unknown labels"):
+        build_corpus(specs, train, "cuda", labels=["fast"])
+    picks = corpus_baseline_picks(specs, heldout, "cuda", per_task=4, seed=1)
+    assert len(picks) == 4 * len(heldout)
+    assert [v.name for _, v in picks] == [
+        v.name for _, v in corpus_baseline_picks(specs, heldout, "cuda", per_task=4, seed=1)
+    ]
+    assert {t.id for t, _ in picks} == {t.id for t in heldout}
+
+
+def test_completions_fit_the_token_budget(family):
+    from kevin.train.model import TextCodec, train_tiny_tokenizer
+    from kevin.train.presets import h200
+
+    specs, train, heldout = family
+    samples = build_corpus(specs, train + heldout, "cuda")
+    codec = TextCodec(train_tiny_tokenizer(h200().model.tiny_vocab_size, tokenizer_texts(samples)))
+    stats = corpus_stats(samples, codec.count_tokens)
+    assert stats["completion_tokens"]["max"] < h200().rollout.max_completion_tokens
+    assert stats["completion_tokens"]["median"] < 700
+    assert stats["prompt_tokens"]["max"] < 1200
+    assert stats["labels"]["wrong"] > 0 and stats["labels"]["slow"] > 0
+
+
+def _compile_cuda(specs, tmp_path: Path) -> subprocess.CompletedProcess:
+    """Every CUDA variant of `specs` in one translation unit (a namespace each), compiled only."""
+    parts = ["#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n"]
+    for spec in specs:
+        for variant in variants(spec, "cuda"):
+            code = variant.source.split('source = r"""', 1)[1].split('"""', 1)[0]
+            code = "\n".join(line for line in code.splitlines() if not line.startswith("#include"))
+            parts.append(f"namespace t{spec.number}_{variant.name} {{\n{code}\n}}\n")
+    source = tmp_path / "corpus.cu"
+    source.write_text("\n".join(parts))
+    command = [
+        "nvcc",
+        "-std=c++17",
+        "-arch=sm_90",
+        "-I",
+        str(LITE),
+        "-c",
+        str(source),
+        "-o",
+        str(tmp_path / "corpus.o"),
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (compile only, no GPU)")
+
+
+@needs_nvcc
+def test_cuda_variants_of_every_shape_compile(tmp_path):
+    specs = generate_family(0)
+    # one task per kind, with and without an op chain, and the residual's two inputs
+    chosen = {}
+    for spec in specs:
+        chosen.setdefault((spec.kind, bool(spec.ops), len(spec.ops) > 1), spec)
+    result = _compile_cuda(list(chosen.values()), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_cuda_variants_of_the_whole_family_compile(tmp_path):
+    result = _compile_cuda(generate_family(0), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_cpp_variants_are_right_or_wrong_as_labelled(family, tmp_path):
+    """The real cpp back end judges one task of each kind: honest and slow pass, wrong fail (the C
+    expressions are the CUDA kernels' own)."""
+    from kevin.train.config import EvaluatorConfig
+    from kevin.train.rollout import build_evaluator
+
+    specs, train, heldout = family
+    by_id = {t.id: t for t in train + heldout}
+    chosen = {}
+    for spec in specs:
+        if spec.ops or spec.kind == "residual":
+            chosen.setdefault(spec.kind, spec)
+    config = EvaluatorConfig(
+        max_in_flight=2, timing_budget_ms=10, timing_warmup_ms=2, trials=1, cache_dir=str(tmp_path)
+    )
+    evaluator = build_evaluator(config, "cpp")
+    try:
+        jobs = [
+            (spec, variant, evaluator.submit(by_id[spec.task_id], variant.source))
+            for spec in chosen.values()
+            for variant in variants(spec, "cpp")
+        ]
+        mismatched = []
+        for spec, variant, future in jobs:
+            result = future.result(timeout=600)
+            if result.passed != (variant.label != "wrong"):
+                mismatched.append((spec.name, variant.name, result.stage, result.error[:200]))
+    finally:
+        evaluator.close()
+    assert not mismatched

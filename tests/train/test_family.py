@@ -1,0 +1,139 @@
+"""The generated task family (kevin.train.family): deterministic, a held-out split of unseen
+combinations, files the task loader reads, references that run on the CPU at the small size."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kevin.cli import main as kevin_main
+from kevin.tasks import load_tasks
+from kevin.train.family import (
+    KINDS,
+    OPS,
+    SPLIT_FILE,
+    generate_family,
+    load_family,
+    read_family,
+    write_family,
+)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("family")
+    specs = generate_family(0)
+    write_family(directory, specs, size="small")
+    return directory, specs
+
+
+def test_same_seed_same_family_other_seed_another():
+    assert generate_family(0) == generate_family(0)
+    assert generate_family(0) != generate_family(1)
+
+
+def test_default_counts_and_numbering():
+    specs = generate_family(0)
+    assert [s.number for s in specs] == list(range(1, 49))
+    assert sum(not s.heldout for s in specs) == 40 and sum(s.heldout for s in specs) == 8
+    assert all(not s.heldout for s in specs[:40])  # training tasks first
+    assert {s.kind for s in specs if s.heldout} == set(KINDS)
+
+
+def test_heldout_tasks_are_unseen_combinations_of_seen_pieces():
+    specs = generate_family(0)
+    train = [s for s in specs if not s.heldout]
+    heldout = [s for s in specs if s.heldout]
+    train_signatures = {s.signature for s in train}
+    assert not train_signatures & {s.signature for s in heldout}
+    for spec in heldout:
+        assert spec.ops, f"{spec.name}: a held-out task combines something"
+    # every op alone is a training task, as are the plain reductions and the plain softmax
+    assert {("act", (name,), "") for name in OPS} <= train_signatures
+    assert {("rowreduce", (), r) for r in ("sum", "max", "mean")} <= train_signatures
+    assert ("softmax", (), "") in train_signatures
+
+
+def test_other_counts_and_bad_kinds():
+    specs = generate_family(3, train_counts={"act": 3, "softmax": 1}, heldout_counts={"act": 1})
+    assert [s.kind for s in specs] == ["act", "act", "act", "softmax", "act"]
+    assert specs[-1].heldout and len(specs[-1].ops) >= 2
+    from kevin.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown task kind"):
+        generate_family(0, train_counts={"matmul": 1})
+
+
+def test_written_family_loads_through_the_task_loader(written):
+    directory, specs = written
+    tasks = load_tasks(str(directory))
+    assert [t.id for t in tasks] == [s.task_id for s in specs]
+    assert read_family(directory) == specs
+    split = json.loads((directory / SPLIT_FILE).read_text())
+    assert split["holdout"] == [s.task_id for s in specs if s.heldout]
+    assert not set(split["train"]) & set(split["holdout"])
+    _, train, heldout = load_family(directory)
+    assert len(train) == 40 and len(heldout) == 8
+    assert all('SIZE = "small"' in t.source for t in tasks)
+
+
+def test_large_size_rewrites_the_size_line(tmp_path):
+    specs = generate_family(0)[:2]
+    write_family(tmp_path, specs, size="large")
+    source = (tmp_path / specs[0].filename).read_text()
+    assert 'SIZE = "large"' in source and f"{specs[0].shape}".replace(" ", "") in source.replace(" ", "")
+
+
+def _run_reference(source: str):
+    namespace: dict = {}
+    exec(compile(source, "<family task>", "exec"), namespace)  # our own generated problem file
+    model = namespace["Model"](*namespace["get_init_inputs"]())
+    torch.manual_seed(0)
+    inputs = namespace["get_inputs"]()
+    return inputs, model(*inputs)
+
+
+def test_every_reference_runs_on_the_cpu_and_computes_its_description(written):
+    directory, specs = written
+    for spec in specs:
+        inputs, output = _run_reference((directory / spec.filename).read_text())
+        rows, cols = spec.small_shape
+        assert inputs[0].shape == (rows, cols) and len(inputs) == len(spec.inputs)
+        expected_shape = (rows,) if spec.kind == "rowreduce" else (rows, cols)
+        assert output.shape == expected_shape and torch.isfinite(output).all(), spec.name
+        if spec.kind == "softmax":
+            assert torch.allclose(output.sum(-1), torch.ones(rows), atol=1e-5)
+        if spec.kind == "rowreduce" and spec.reduce == "sum":
+            assert output.min() > 1.0, "row sums stay far from zero"
+
+
+def test_reference_of_a_chain_matches_the_ops_by_hand():
+    spec = next(s for s in generate_family(0) if s.kind == "residual" and len(s.ops) == 2)
+    inputs, output = _run_reference(spec.source())
+    value = inputs[0] + inputs[1]
+    by_hand = {
+        "relu": lambda v, c: torch.clamp(v, min=0),
+        "gelu": lambda v, c: 0.5 * v * (1 + torch.tanh(0.7978845608 * (v + 0.044715 * v**3))),
+        "sigmoid": lambda v, c: 1 / (1 + torch.exp(-v)),
+        "silu": lambda v, c: v / (1 + torch.exp(-v)),
+        "tanh": lambda v, c: torch.tanh(v),
+        "scale": lambda v, c: v * c,
+        "bias": lambda v, c: v + c,
+        "leaky": lambda v, c: torch.where(v > 0, v, v * c),
+    }
+    for name, constant in spec.ops:
+        value = by_hand[name](value, constant)
+    assert torch.allclose(output, value, atol=1e-5, rtol=1e-5)
+
+
+def test_kevin_family_command(tmp_path, capsys):
+    out = tmp_path / "fam"
+    assert kevin_main(["family", "--out", str(out), "--size", "small", "--seed", "2"]) == 0
+    assert "40 training and 8 held-out tasks (small)" in capsys.readouterr().out
+    assert read_family(out) == generate_family(2)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "99_foreign.py").write_text("x = 1\n")
+    assert kevin_main(["family", "--out", str(tmp_path / "other")]) == 2
+    assert "write the family to an empty folder" in capsys.readouterr().err

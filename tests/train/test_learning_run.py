@@ -1,0 +1,125 @@
+"""bench/learning_run.py on the CPU at toy scale: every phase and every output file (with a fake
+evaluator, and slow: with the real cpp back end); the loop's time limit; the watchdog."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from train_helpers import CyclingPolicy, FakeEvaluator, tasks, tiny_config
+
+from kevin.evaluator.result import EvalResult
+from kevin.train.loop import train
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "learning_run.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("learning_run_bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["learning_run_bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+learning_run = _load()
+
+
+class PassingEvaluator(FakeEvaluator):
+    """Every candidate correct at speedup 1.25 (the dry run checks plumbing, not kernels)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            lambda task, source: EvalResult(
+                stage="ok", compiled=True, correct=True, speedup=1.25, task_id=task.id
+            )
+        )
+
+
+def test_toy_dry_run_writes_every_output(tmp_path, capsys):
+    out = tmp_path / "learn"
+    argv = ["--out", str(out), "--work", str(tmp_path / "work"), "--scale", "toy", "--backend", "cpp"]
+    argv += ["--budget-s", "300", "--baseline-per-task", "2"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-1].startswith("phases (s): family+corpus")
+    assert any(line.startswith("corpus average variant") for line in printed[-5:])
+    for name in (
+        "metrics.json", "table.txt", "learning.png", "corpus_stats.json", "corpus_sample.jsonl",
+        "corpus_baseline.jsonl", "sft_log.jsonl", "sft.json", "split.json", "family.json",
+        "rl/config.json", "rl/metrics.jsonl", "rl/heldout.jsonl", "rl/curves.png", "rl/episodes_sample.jsonl",
+    ):  # fmt: skip
+        assert (out / name).exists(), name
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["family"] == {"train": 4, "heldout": 2, "size": "small"}
+    assert record["corpus_average"]["variants"] == 4 and record["corpus_average"]["correct"] == 1.0
+    assert record["corpus_average"]["speedup"] == pytest.approx(1.25)
+    assert record["before"]["step"] == 0 and record["after"]["step"] == record["rl"]["steps"] == 2
+    assert record["sft"]["steps"] == 4 and record["partial"] is None
+    assert set(record["phases_s"]) == {"family+corpus", "baseline", "sft", "rl"}
+    assert len(record["training"]) == 2
+    config = json.loads((out / "rl" / "config.json").read_text())
+    assert config["model"]["name_or_path"].endswith("sft") and config["loop"]["time_limit_s"] > 0
+    assert not list(out.rglob("*.safetensors")), "weights stay in the work folder"
+    assert (tmp_path / "work" / "sft" / "model.safetensors").exists()
+
+
+class SlowPolicy(CyclingPolicy):
+    def generate(self, prompts, sampling):
+        time.sleep(0.4)
+        return super().generate(prompts, sampling)
+
+
+def test_loop_time_limit_ends_the_launch_with_a_final_evaluation(tmp_path):
+    config = tiny_config(
+        rollout={"tasks_per_step": 1, "trajectories": 2, "turns": 1},
+        loop={"steps": 50, "split": "seeded", "eval_every": 100, "time_limit_s": 2.5},
+    )
+    result = train(
+        config,
+        tmp_path / "run",
+        tasks=tasks(10, levels=(1,)),
+        policy_factory=lambda run: SlowPolicy(),
+        evaluator_factory=lambda run: FakeEvaluator(),
+        out=lambda line: None,
+    )
+    assert 1 <= result.last_step < 50
+    assert "loop.time_limit_s=2.5" in result.stopped_by
+    last = result.history[-1]
+    assert last["step"] == result.last_step and "heldout/correct" in last  # evaluated at the end
+    assert (tmp_path / "run" / "checkpoints" / f"step_{result.last_step:06d}").exists()
+
+
+def test_watchdog_writes_a_partial_report_and_ends_the_process(tmp_path):
+    out = tmp_path / "learn"
+    command = [sys.executable, str(SCRIPT), "--out", str(out), "--work", str(tmp_path / "work")]
+    command += ["--scale", "toy", "--backend", "cpp"]
+    command += ["--budget-s", "0.1", "--grace-s", "0.1", "--cache-dir", str(tmp_path / "cache")]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert finished.returncode == 3, finished.stdout[-2000:] + finished.stderr[-2000:]
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["partial"] == "watchdog"
+    assert "PARTIAL: watchdog" in (out / "table.txt").read_text()
+
+
+@pytest.mark.slow
+def test_toy_dry_run_with_the_real_cpp_back_end(tmp_path):
+    out = tmp_path / "learn"
+    argv = ["--out", str(out), "--work", str(tmp_path / "work"), "--scale", "toy", "--backend", "cpp"]
+    argv += ["--budget-s", "600"]
+    argv += ["--baseline-per-task", "2", "--cache-dir", str(tmp_path / "cache")]
+    assert learning_run.main(argv) == 0
+    rows = [json.loads(line) for line in (out / "corpus_baseline.jsonl").read_text().splitlines()]
+    assert len(rows) == 4
+    for row in rows:  # real verdicts: honest and slow variants pass (a wrong one may slip through)
+        assert row["verdict"]["blame"] != "infrastructure", row["verdict"]["error"]
+        if row["label"] != "wrong":
+            assert EvalResult.from_dict(row["verdict"]).passed, row["verdict"]["error"]
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["corpus_average"]["variants"] == 4 and record["after"] is not None

@@ -1,0 +1,147 @@
+"""The supervised warm start (kevin.train.sft): the schedule and the masks by hand, the loss falls on
+a tiny model, the checkpoint reloads with the same token ids, and `kevin train` starts from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from train_helpers import FakeEvaluator, tiny_config
+
+from kevin.cli import main as kevin_main
+from kevin.train import sft
+from kevin.train.corpus import Sample, build_corpus
+from kevin.train.family import generate_family, load_family, write_family
+from kevin.train.loop import train
+
+
+def test_lr_factor_warms_up_then_decays_by_cosine_to_the_floor():
+    config = sft.SFTConfig(steps=100, warmup_fraction=0.1, min_lr_fraction=0.1)
+    assert sft.lr_factor(0, config) == pytest.approx(0.1)
+    assert sft.lr_factor(9, config) == pytest.approx(1.0)
+    assert sft.lr_factor(10, config) == pytest.approx(1.0)
+    assert sft.lr_factor(55, config) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    assert sft.lr_factor(100, config) == pytest.approx(0.1)
+
+
+def test_collate_masks_the_prompt_and_the_padding():
+    batch = sft.collate([([5, 6, 7, 8], 2), ([9, 10, 11], 1)], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 8], [9, 10, 11, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
+    assert batch["labels"].tolist() == [[-100, -100, 7, 8], [-100, 10, 11, -100]]
+
+
+def test_batches_visit_every_sample_once_per_epoch():
+    draw = sft.batches(5, 2, seed=0)
+    epoch = [i for _ in range(3) for i in next(draw)]
+    assert sorted(epoch) == [0, 1, 2, 3, 4]
+
+
+def test_bad_settings_are_usage_errors():
+    from kevin.errors import UsageError
+
+    with pytest.raises(UsageError, match="batch_size"):
+        sft.SFTConfig(batch_size=0)
+    with pytest.raises(UsageError, match="corpus is empty"):
+        sft.prepare(sft.SFTConfig(), [])
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("family")
+    write_family(directory, generate_family(0)[:1] + generate_family(0)[33:34], size="small")
+    specs, tasks, _ = load_family(directory)
+    return build_corpus(specs, tasks, "cpp")[:4]
+
+
+def tiny_sft(**changes) -> sft.SFTConfig:
+    base = sft.sft_preset("smoke")
+    model = dataclasses.replace(base.model, tiny_layers=1, tiny_hidden_size=32, tiny_intermediate_size=64)
+    return dataclasses.replace(
+        base, model=model, **{"steps": 12, "batch_size": 2, "lr": 1e-2, "log_every": 100, **changes}
+    )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(small_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sft")
+    result = sft.train_sft(tiny_sft(), small_corpus, out, out=lambda line: None)
+    return out, result
+
+
+def test_loss_falls_and_the_log_has_every_step(checkpoint):
+    out, result = checkpoint
+    assert result.steps == 12 and len(result.losses) == 12
+    assert sum(result.losses[-3:]) / 3 < 0.8 * sum(result.losses[:3]) / 3, result.losses
+    rows = (out / sft.SFT_LOG).read_text().splitlines()
+    assert len(rows) == 12 and '"loss"' in rows[0]
+    assert (out / sft.SFT_RECORD).exists()
+
+
+def test_checkpoint_reloads_with_the_same_token_ids_and_weights(checkpoint, small_corpus):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from kevin.train.model import TextCodec
+
+    out, _ = checkpoint
+    prepared = sft.prepare(tiny_sft(), small_corpus)  # the same corpus trains the same tokenizer
+    reloaded = TextCodec(AutoTokenizer.from_pretrained(str(out)))
+    sample = small_corpus[0]
+    assert reloaded.encode_prompt(sample.prompt) == prepared.codec.encode_prompt(sample.prompt)
+    assert reloaded.encode_completion(sample.completion, "stop") == prepared.codec.encode_completion(
+        sample.completion, "stop"
+    )
+    model = AutoModelForCausalLM.from_pretrained(str(out))
+    ids = torch.tensor([reloaded.encode_prompt(sample.prompt)[:32]])
+    assert torch.isfinite(model(input_ids=ids).logits).all()
+
+
+def test_time_limit_stops_early_and_still_writes_the_checkpoint(small_corpus, tmp_path):
+    result = sft.train_sft(
+        tiny_sft(steps=500, time_limit_s=0.5), small_corpus, tmp_path, out=lambda line: None
+    )
+    assert result.stopped_by_time and result.steps < 500
+    assert (tmp_path / "config.json").exists() and (tmp_path / "tokenizer.json").exists()
+
+
+def test_the_rl_loop_starts_from_the_checkpoint(checkpoint, small_corpus, tmp_path):
+    from train_helpers import tasks as helper_tasks
+
+    out, result = checkpoint
+    lines: list[str] = []
+    config = tiny_config(model={"name_or_path": str(out)}, loop={"steps": 1})
+    train(
+        config,
+        tmp_path / "run",
+        tasks=helper_tasks(2),
+        evaluator_factory=lambda run: FakeEvaluator(),
+        out=lines.append,
+    )
+    assert f"{result.parameters / 1e6:.1f}M parameters" in lines[0]
+    from transformers import AutoTokenizer
+
+    saved = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "tokenizer"))
+    text = small_corpus[0].completion
+    assert saved(text)["input_ids"] == AutoTokenizer.from_pretrained(str(out))(text)["input_ids"]
+
+
+def test_kevin_sft_command(tmp_path, capsys):
+    assert kevin_main(["sft", "--family", str(tmp_path / "missing"), "--out", str(tmp_path / "ck")]) == 2
+    assert "kevin family --out DIR" in capsys.readouterr().err
+    family = tmp_path / "family"
+    write_family(family, generate_family(0)[:2] + generate_family(0)[40:41], size="small")
+    argv = ["sft", "--family", str(family), "--out", str(tmp_path / "ck"), "--backend", "cpp", "--steps", "2"]
+    assert kevin_main(argv) == 0
+    assert "checkpoint in" in capsys.readouterr().out
+    assert kevin_main(argv) == 2  # the folder holds a model now
+    assert "already holds a model" in capsys.readouterr().err
+
+
+def test_samples_longer_than_max_tokens_are_dropped(small_corpus):
+    short = Sample("L0_1", "x", "honest", "Write a kernel.", "Plan: none.")
+    prepared = sft.prepare(tiny_sft(max_tokens=100), [small_corpus[0], short])
+    assert prepared.dropped == 1 and len(prepared.encoded) == 1
+    ids, prompt_length = prepared.encoded[0]
+    assert ids[-1] == prepared.codec.eos_id and 0 < prompt_length < len(ids)
