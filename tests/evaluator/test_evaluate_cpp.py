@@ -172,6 +172,11 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert result.timing["n"] >= 10 and result.timing["clock"] == "judge_cycle"
     assert result.correctness["trials_passed"] == config.trials + config.distribution_trials
     assert "correct" in result.feedback.lower()
+    # The runner started while the judge loaded the reference; each start says where its time went.
+    (started, baseline_started) = result.checks["runner_start_s"]
+    assert {"ready", "import", "setup", "profiler"} <= set(started)
+    assert started["ready"] >= started["setup"] > started["import"] > 0
+    assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "calibrate baseline", "timing baseline"}
     assert_clean(tmp_path)
 
 

@@ -215,6 +215,10 @@ def test_honest_cuda_candidate(task, config):
     assert result.passed and result.flags == []
     assert result.timing["clock"] == "judge_cycle"
     assert 0.3 < result.speedup < 5, result.speedup
+    # Outputs reach the judge through page-locked shared memory: a 64 MB output's fetch at well
+    # over 5 GB/s (staged through pageable memory it ran at about 1 GB/s on the H200).
+    assert result.checks["fetch_ms"]["clean_median"] < 64e6 / 5e9 * 1e3, result.checks["fetch_ms"]
+    assert all(result.checks["settled"].values()), result.checks["settled"]
     assert "H" in result.device or result.device  # the GPU's name is recorded
     # The candidate ran in a runner of its own: a PID namespace, locked down before it started.
     confinement = result.checks["confinement"]

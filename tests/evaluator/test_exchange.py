@@ -108,3 +108,19 @@ def test_outputs_are_checked_against_the_references_shapes_before_they_are_read(
         assert "output(s)" in read_outputs(area, metas * 2, want)
     finally:
         area.close()
+
+
+@pytest.mark.gpu
+def test_outputs_go_from_the_device_to_the_judges_device_through_locked_pages():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    runner_side = SharedArea(80 << 20)
+    judge_side = SharedArea(80 << 20, fd=os.dup(runner_side.fd))  # a second mapping, as the judge's
+    out = torch.randn(4096, 4096, device="cuda")
+    metas = write_outputs(runner_side, [out])
+    (got,) = read_outputs(judge_side, metas, [out], "cuda")
+    assert got.is_cuda and torch.equal(got, out)
+    assert runner_side.pinned_bytes >= out.numel() * 4 and judge_side.pinned_bytes >= out.numel() * 4
+    judge_side.close()
+    runner_side.close()

@@ -105,3 +105,13 @@ def test_the_candidates_process_cannot_escape_read_other_jobs_or_hold_the_device
     # The daemon is killed with the runner's PID namespace, and it fails the candidate.
     assert "left_processes" in result.flags and not result.passed
     assert _marked_processes("sleep\x00302") == [] and _marked_processes("sleep\x00301") == []
+
+
+def test_a_candidate_cannot_shrink_the_shared_area_under_the_judge(task, tmp_path):
+    cfg = config(tmp_path, keep_workdir=True, workdir_root=str(tmp_path))
+    result = evaluate(task, (DATA / "shrink_exchange_python.py").read_text(), cfg)
+    (report,) = tmp_path.glob("kevin-job-*/runner1/shrink.json")
+    attempts = json.loads(report.read_text())
+    assert attempts and set(attempts.values()) == {"Operation not permitted"}, attempts
+    # The judge read the outputs through its mapping as usual: a verdict on the kernel.
+    assert result.stage == "ok" and result.passed, result.error

@@ -60,7 +60,7 @@ class BaselineStage:
                 ) from None
             with self.device_section("baseline", exclusive=True):
                 try:
-                    record = self.time_model(runner, overhead)
+                    record = self.time_model(runner, overhead, "baseline")
                 except Failure as failure:
                     failure.fields["blame"] = "infrastructure"
                     raise

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -78,12 +79,50 @@ class CycleRecord:
     """Timed-call index -> what `on_fetch` made of that call's outputs (read before the next fetch)."""
     seeds: list[int] = field(default_factory=list)
     """The input seed of each timed call, in order."""
+    settled: bool = False
+    """Whether the warm-up ended warm (`warm`: settled cycles, or long ones) rather than on its cap."""
+
+
+SETTLE_MS = 250.0
+"""Most warm-up time spent, after the asked-for warm-up, waiting for the cycles to settle."""
+SETTLE_WINDOW = 16
+SETTLE_RELATIVE = 0.03
+SETTLE_ABSOLUTE_NS = 2_000
+MAX_WARM_CYCLES = 4000
+
+
+SETTLE_SPAN = 4
+"""Windows from the first compared to the last: a slow drift must stay within the bound over all."""
+SETTLE_LONG_NS = 1_000_000
+"""Cycles at least this long need no settling: the asked-for warm-up has already kept the device busy
+for many of them."""
+
+
+def settled(warm_ns: list[int]) -> bool:
+    """Whether the median of the last SETTLE_WINDOW warm-up cycles is within 3% (or 2 us) of the
+    median of the window SETTLE_SPAN - 1 windows earlier. An idle GPU runs at a fraction of its clock
+    and takes a while to come up; an overhead measured on the way up is too large, and every call
+    timed later at full clock then looks that much faster (on the H200 a 7 us kernel came out at 0
+    and was flagged)."""
+    if len(warm_ns) < SETTLE_SPAN * SETTLE_WINDOW:
+        return False
+    last = statistics.median(warm_ns[-SETTLE_WINDOW:])
+    first = statistics.median(warm_ns[-SETTLE_SPAN * SETTLE_WINDOW : (1 - SETTLE_SPAN) * SETTLE_WINDOW])
+    return abs(last - first) <= max(SETTLE_RELATIVE * first, SETTLE_ABSOLUTE_NS)
+
+
+def warm(warm_ns: list[int]) -> bool:
+    """Settled, or made of cycles too long to need it."""
+    return settled(warm_ns) or (
+        len(warm_ns) >= SETTLE_WINDOW and statistics.median(warm_ns[-SETTLE_WINDOW:]) >= SETTLE_LONG_NS
+    )
 
 
 class RunnerHandle:
     def __init__(self, area_bytes: int, *, lock: Any, env: dict[str, str], cwd: str) -> None:
         """Start a runner confined by `lock` (a kevin.evaluator.confine.LockDown applied before its
         exec, so every thread it ever has is under it) in a PID namespace of its own."""
+        self.started = time.perf_counter()
         judge_end, runner_end = socket.socketpair()
         self.area = SharedArea(area_bytes)
         command = [sys.executable, "-m", "kevin.evaluator.worker.runner", str(runner_end.fileno()), str(self.area.fd)]
@@ -108,8 +147,16 @@ class RunnerHandle:
         """Send a command; its reply must echo the command's sequence number. While a `load` runs,
         the runner may ask for builds first (`{"build": arguments}`): `builds(arguments)` answers
         each (the judge's build broker), at most MAX_BUILDS of them."""
+        self.send(command, **fields)
+        return self.reply(command, builds)
+
+    def send(self, command: str, **fields: Any) -> None:
+        """Send a command without waiting: `reply(command)` collects its answer later."""
         self.sequence += 1
         self.link.send({"cmd": command, "seq": self.sequence, **fields})
+
+    def reply(self, command: str, builds: Any = None) -> dict[str, Any]:
+        """The reply to the command sent last (see `request`)."""
         reply = self.receive()
         served = 0
         while builds is not None and "build" in reply and reply.get("seq") == self.sequence:
@@ -168,6 +215,7 @@ class RunnerHandle:
         prepare: Any = None,
         inputs: Any = None,
         output_start: int = 0,
+        settle_ms: float = SETTLE_MS,
     ) -> CycleRecord:
         """Warm up, then time calls until the budget; `seeds()` gives each call's input seed,
         `fetch(index, reps)` says, after a timed call is DONE, whether to fetch its output, and
@@ -175,7 +223,8 @@ class RunnerHandle:
         reuses it). On the CPU back end `inputs` describes input tensors laid out in the shared area
         (exchange.shared_inputs) and `prepare(seed)` writes each call's fresh inputs there before
         the call starts (outside the clock: the runner only reads them); elsewhere the runner
-        refills its inputs from the seed inside the clock."""
+        refills its inputs from the seed inside the clock. The warm-up goes on past `warmup_ms`, for
+        at most `settle_ms` more, until the cycles have settled (`settled`)."""
         words = self.area.words
         if spin:
             # Cleared before the runner can look: a STOP or GO left from the last cycles would
@@ -199,7 +248,10 @@ class RunnerHandle:
         record = CycleRecord()
         call = 0
         spent_ms = 0.0
-        while len(record.warm_ns) < min_warmup or spent_ms < warmup_ms:
+        while len(record.warm_ns) < MAX_WARM_CYCLES:
+            warmed = len(record.warm_ns) >= min_warmup and spent_ms >= warmup_ms
+            if warmed and (spent_ms >= warmup_ms + settle_ms or warm(record.warm_ns)):
+                break
             call += 1
             seed = seeds()
             if prepare is not None:
@@ -207,8 +259,7 @@ class RunnerHandle:
             elapsed = self._cycle(spin, words, call, seed)
             record.warm_ns.append(elapsed)
             spent_ms += elapsed / 1e6
-            if len(record.warm_ns) >= 1000:
-                break
+        record.settled = warm(record.warm_ns)
         estimate_ms = max(sorted(record.warm_ns)[len(record.warm_ns) // 2] / 1e6, 1e-4)
         reps = int(min(max(budget_ms / estimate_ms, min_reps), max_reps))
         for index in range(reps):

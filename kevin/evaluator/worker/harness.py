@@ -96,6 +96,11 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
 
     def start_runner(self) -> RunnerHandle:
         """A fresh runner in a directory of its own under the job's, confined before it starts."""
+        return self.runner_ready(self.launch_runner())
+
+    def launch_runner(self) -> RunnerHandle:
+        """Start a runner and send it its setup without waiting: its Python, torch and CUDA start-up
+        (seconds) then overlap whatever this process does until `runner_ready`."""
         self.runners_started = getattr(self, "runners_started", 0) + 1
         home = Path.cwd() / f"runner{self.runners_started}"
         home.mkdir()
@@ -117,24 +122,38 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         except (OSError, RuntimeError) as exc:
             raise Failure("runtime", f"kevin's runner could not start: {exc}", blame="infrastructure") from None
         self.checks["confinement"] = runner.confinement
+        runner.send("setup", job=self.runner_job())
+        return runner
+
+    def runner_ready(self, runner: RunnerHandle) -> RunnerHandle:
+        """Wait for a launched runner's setup; a runner that cannot start is our failure."""
         try:
-            runner.request("setup", job=self.runner_job())
+            reply = runner.reply("setup")
         except RunnerFailed as failed:
             runner.kill()
             raise Failure(
                 "runtime", "kevin's runner failed to start: " + failed.error, blame="infrastructure"
             ) from None
+        waited = self.checks.setdefault("runner_start_s", [])
+        seconds = reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {}
+        waited.append({"ready": round(time.perf_counter() - runner.started, 3), **seconds})
         return runner
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        if self.is_cuda:
-            self.torch.cuda.set_device(self.device)
         self.set_strict_flags()
-        Path(self.job["build_cache"]).mkdir(parents=True, exist_ok=True)
-        build.install(Path(self.job["build_cache"]), build.BuildLog(), fast=self.job.get("fast_build", True))
-        self.load_reference()
-        runner = self.start_runner()
+        # The candidate's runner starts first: its start-up overlaps this process's own.
+        runner = self.launch_runner()
+        try:
+            if self.is_cuda:
+                self.torch.cuda.set_device(self.device)
+            Path(self.job["build_cache"]).mkdir(parents=True, exist_ok=True)
+            build.install(Path(self.job["build_cache"]), build.BuildLog(), fast=self.job.get("fast_build", True))
+            self.load_reference()
+        except BaseException:
+            runner.kill()
+            raise
+        self.runner_ready(runner)
         try:
             self.overhead = self.calibrate(runner, "candidate")
             self.threads_before = runner.thread_count()

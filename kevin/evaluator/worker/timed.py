@@ -75,6 +75,7 @@ class TimingStage:
                     f"kevin's runner failed to calibrate ({who}): " + failed.error,
                     blame="infrastructure",
                 ) from None
+        self.checks.setdefault("settled", {})["calibrate " + who] = record.settled
         fetches = sorted(record.fetch_ns.values())
         return {
             "cycle_ms": statistics.median(record.cycle_ns) / 1e6,
@@ -104,7 +105,7 @@ class TimingStage:
     def timing_config(self) -> dict[str, Any]:
         return dict(self.job["timing"])
 
-    def time_model(self, runner: RunnerHandle, overhead: dict[str, Any]) -> Any:
+    def time_model(self, runner: RunnerHandle, overhead: dict[str, Any], who: str = "candidate") -> Any:
         config = self.timing_config()
         chosen: set[int] = set()
 
@@ -115,7 +116,7 @@ class TimingStage:
             return index in chosen
 
         try:
-            return runner.run_cycles(
+            record = runner.run_cycles(
                 model=True,
                 spin=self.is_cuda,
                 seeds=lambda: self.rng.getrandbits(62),
@@ -126,11 +127,13 @@ class TimingStage:
                 max_reps=config["max_reps"],
                 output_bytes=overhead["output_bytes"],
                 fetch=fetch,
-                on_fetch=lambda metas: read_outputs(runner.area, metas, self.output_shapes),
+                on_fetch=lambda metas: read_outputs(runner.area, metas, self.output_shapes, self.device),
                 **self.shared_inputs(runner),
             )
         except RunnerFailed as failed:
             raise failed.failure("runtime") from None
+        self.checks.setdefault("settled", {})["timing " + who] = record.settled
+        return record
 
     def timing_stats(self, record: Any, overhead: dict[str, Any], flag: bool = True) -> dict[str, Any]:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)

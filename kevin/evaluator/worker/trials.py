@@ -31,7 +31,7 @@ class TrialsStage:
             except RunnerFailed as failed:
                 raise failed.failure("runtime" if failed.stage == "compile" else None) from None
             self.flags.extend(f for f in reply.get("flags", []) if f in RUNNER_FLAGS)
-            outputs = read_outputs(runner.area, reply.get("outputs"), expected)
+            outputs = read_outputs(runner.area, reply.get("outputs"), expected, self.device)
             if isinstance(outputs, str):
                 self.fail_correctness(outputs, reports)
             outputs = [o.to(self.device) for o in outputs]
