@@ -14,6 +14,8 @@
 #   isolation   bench/isolation_cost.py --backend cuda: per-stage cost of the judge/runner split
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
+#   learning    bench/learning_run.py (issue #16's learning run: family, corpus, SFT, RL on GPU
+#               rewards, held-out before/after) within LEARN_BUDGET_S (default 480) s; alone
 # The parallel steps share kevin's device lock in /tmp, so none of them times while another runs
 # on the same GPU. Each step is cut at STEP_TIMEOUT seconds; its log so far stays.
 # Usage there:  OUT=<dir> STEPS="build tests" bash bench/gpu_run.sh
@@ -69,6 +71,10 @@ fi
 if has isolation; then
   $limit python3 bench/isolation_cost.py --backend cuda --out "$OUT" > "$OUT/isolation_cost.log" 2>&1
 fi
+if has learning; then
+  timeout --kill-after=15 $(( ${LEARN_BUDGET_S:-480} + 60 )) python3 bench/learning_run.py --out "$OUT/learn" \
+    --budget-s "${LEARN_BUDGET_S:-480}" > "$OUT/learning_run.log" 2>&1
+fi
 if has agreement; then
   $limit python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
 fi
@@ -80,4 +86,5 @@ has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
 has plain && { echo "== plain pass"; tail -8 "$OUT/plain_pass.log"; }
 has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
+has learning && { echo "== learning run"; tail -30 "$OUT/learning_run.log"; }
 exit 0

@@ -249,6 +249,11 @@ class EvaluatorConfig:
     """Seconds to wait for a turn's verdicts before blaming our infrastructure; none: no limit."""
     ray_address: str = ""
     """Ray cluster address for kind `ray`; empty: start or join the local one."""
+    reuse_verdicts: bool = False
+    """Give a (task, candidate) evaluated in an earlier step of this launch that step's verdict
+    instead of evaluating it again (a verdict our infrastructure failed is never reused). Identical
+    candidates within a step are always evaluated once. For small policies that repeat themselves;
+    the cache is not checkpointed, so a resumed run evaluates anew."""
 
     def __post_init__(self) -> None:
         _check(

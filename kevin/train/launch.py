@@ -244,7 +244,9 @@ def setup(
     if context.active and config.rollout.policy == "hf":
         run.policy = CollectivePolicy(run.policy, context)
     if context.is_main:
-        run.evaluator = DedupEvaluator((evaluator_factory or default_evaluator)(run))
+        run.evaluator = DedupEvaluator(
+            (evaluator_factory or default_evaluator)(run), reuse=config.evaluator.reuse_verdicts
+        )
     if resume:
         _restore(run)
     if context.is_main:

@@ -85,7 +85,13 @@ def h200() -> TrainConfig:
             evaluate_while_generating=False,  # the sampler shares the GPU that times the kernels
         ),
         evaluator=EvaluatorConfig(
-            max_in_flight=12, timing_budget_ms=100.0, timing_warmup_ms=20.0, trials=3, turn_timeout_s=150.0
+            max_in_flight=12,
+            timing_budget_ms=100.0,
+            timing_warmup_ms=20.0,
+            trials=3,
+            turn_timeout_s=150.0,
+            # A 26M model warm-started on a corpus writes many of its kernels again and again.
+            reuse_verdicts=True,
         ),
         optim=OptimConfig(lr=5e-5, grad_clip=1.0, micro_batch_tokens=65536),
         loop=LoopConfig(

@@ -85,10 +85,12 @@ class TaskSampler:
 
 
 class DedupEvaluator:
-    """An `Evaluator` that evaluates each distinct (task, candidate) once per step."""
+    """An `Evaluator` that evaluates each distinct (task, candidate) once per step, or once per
+    launch with `reuse=True` (EvaluatorConfig.reuse_verdicts)."""
 
-    def __init__(self, inner: Evaluator) -> None:
+    def __init__(self, inner: Evaluator, *, reuse: bool = False) -> None:
         self.inner = inner
+        self.reuse = reuse
         self._futures: dict[tuple[str, str, str], Future[EvalResult]] = {}
         self._lock = threading.Lock()
         self.submitted = 0
@@ -107,10 +109,14 @@ class DedupEvaluator:
         return future
 
     def new_step(self) -> dict[str, int]:
-        """Forget this step's verdicts; return how many candidates came and how many were evaluated."""
+        """Forget this step's verdicts (with `reuse`: only those that are not a plain verdict on the
+        candidate); return how many candidates came and how many were evaluated."""
         with self._lock:
             counts = {"candidates": self.submitted, "evaluated": self.evaluated}
-            self._futures.clear()
+            if self.reuse:
+                self._futures = {k: f for k, f in self._futures.items() if _reusable(f)}
+            else:
+                self._futures.clear()
             self.submitted = self.evaluated = 0
         return counts
 
@@ -118,6 +124,13 @@ class DedupEvaluator:
         close = getattr(self.inner, "close", None)
         if close is not None:
             close()
+
+
+def _reusable(future: Future[EvalResult]) -> bool:
+    """A finished evaluation whose verdict is about the candidate, not about our infrastructure."""
+    if not future.done() or future.cancelled() or future.exception() is not None:
+        return False
+    return future.result().blame != "infrastructure"
 
 
 class TimedPolicy:

@@ -120,6 +120,27 @@ def test_identical_candidates_are_evaluated_once_per_step():
     assert inner.calls == 4  # a new step evaluates again
 
 
+def test_verdicts_are_reused_across_steps_unless_our_infrastructure_failed():
+    import dataclasses
+
+    task_a, task_b = tasks(2)
+
+    def judge(task, source):
+        result = verdict(task, source)
+        return dataclasses.replace(result, blame="infrastructure") if task.id == task_b.id else result
+
+    inner = FakeEvaluator(judge)
+    dedup = DedupEvaluator(inner, reuse=True)
+    first = dedup.submit(task_a, completion(0))
+    dedup.submit(task_b, completion(0))
+    assert dedup.new_step() == {"candidates": 2, "evaluated": 2}
+    assert dedup.submit(task_a, completion(0)) is first  # the earlier step's verdict
+    dedup.submit(task_b, completion(0))  # our failure: evaluated again
+    dedup.submit(task_a, completion(1))
+    assert inner.calls == 4
+    assert dedup.new_step() == {"candidates": 3, "evaluated": 2}
+
+
 class SlowStreamingPolicy:
     """Streams `completion(tag)` for prompt i (tags given per prompt), one every `delay_s`, last
     prompt first."""
