@@ -11,7 +11,8 @@ Public names: `evaluate(task, source, config) -> EvalResult` and `EvalConfig`
 Import them from their modules: this package's import stays free of torch.
 
 Modules: `result` (the contract), `evaluate` (config, flow, result assembly, baseline cache),
-`commands` (`kevin eval` and the shared options), `sandbox` (process, deadlines, kill), `worker`
+`commands` (`kevin eval` and the shared options), `sandbox` (process, deadlines, kill), `spares`
+(workers booted before their job), `worker`
 (what runs inside the sandbox, one module per stage), `confine` (the worker's self-confinement),
 `devlock` (device admission and exclusive timing), `inputs` (trial inputs from a secret seed),
 `compare`, `probes` (dynamic checks), `timing` (the one clock), `build` + `fastbuild` + `native/`

@@ -39,6 +39,7 @@ from kevin.errors import UsageError
 from kevin.evaluator import devlock, feedback
 from kevin.evaluator.result import EvalResult
 from kevin.evaluator.sandbox import Limits, WorkerOutcome, run_worker
+from kevin.evaluator.spares import SparePool
 from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
 
@@ -128,9 +129,12 @@ class EvalConfig:
         return f"cuda:{self.device_index}" if self.backend == "cuda" else "cpu"
 
 
-def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None) -> EvalResult:
+def evaluate(
+    task: Task, candidate_source: str, config: EvalConfig | None = None, *, spares: SparePool | None = None
+) -> EvalResult:
     """Evaluate `candidate_source` (a ModelNew module) against `task`. Never raises for a bad
-    candidate; raises only for bugs in kevin itself."""
+    candidate; raises only for bugs in kevin itself. With `spares`, the worker is one booted ahead
+    of time when one is ready (kevin.evaluator.spares), and one is started for a later call."""
     config = config or EvalConfig()
     common = {"backend": config.backend, "precision": config.precision, "task_id": task.id}
     if config.static_check:
@@ -186,6 +190,7 @@ def evaluate(task: Task, candidate_source: str, config: EvalConfig | None = None
             workdir_root=config.workdir_root,
             keep_workdir=config.keep_workdir,
             on_result=cache_baseline,
+            spares=spares,
         )
         return outcome_to_result(outcome, config, common)
 

@@ -31,14 +31,18 @@ from kevin.tasks import Task
 class _EvalActor:
     """Runs inside a Ray worker process; one per GPU (or per CPU slot for the cpp back end)."""
 
-    def __init__(self, config: EvalConfig) -> None:
+    def __init__(self, config: EvalConfig, spare_workers: int = 4) -> None:
+        from kevin.evaluator.spares import SparePool
+
         # Ray has narrowed CUDA_VISIBLE_DEVICES to this actor's GPU: it is device 0 here.
         self.config = dataclasses.replace(config, device_index=0)
+        # Workers booted ahead of their jobs, started by the actor's own (long-lived) threads.
+        self.spares = SparePool(spare_workers)
 
     def evaluate(self, task: dict[str, Any], source: str) -> dict[str, Any]:
         from kevin.evaluator.evaluate import evaluate
 
-        return evaluate(Task.from_dict(task), source, self.config).to_dict()
+        return evaluate(Task.from_dict(task), source, self.config, spares=self.spares).to_dict()
 
     def where(self) -> dict[str, Any]:
         import os
@@ -76,7 +80,7 @@ class RayEvaluationService:
             count = actors or 1
             options = {"num_cpus": 1}
         actor_class = ray.remote(_EvalActor).options(max_concurrency=actor_concurrency, **options)
-        self.actors = [actor_class.remote(config) for _ in range(count)]
+        self.actors = [actor_class.remote(config, actor_concurrency) for _ in range(count)]
         self._next = itertools.cycle(self.actors)
         self._lock = threading.Lock()
 

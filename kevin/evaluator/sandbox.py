@@ -47,6 +47,7 @@ from typing import Any
 
 from kevin.evaluator.confine import authentic, descendants, kill_descendants
 from kevin.evaluator.result import truncate_middle
+from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -151,31 +152,39 @@ def scrubbed_env(workdir: Path, token: str, extra: dict[str, str] | None = None)
     return env
 
 
-def run_worker(
-    job: dict[str, Any],
-    limits: Limits,
-    *,
-    workdir_root: str | None = None,
-    env_extra: dict[str, str] | None = None,
-    keep_workdir: bool = False,
-    on_result: Callable[[WorkerOutcome], None] | None = None,
-) -> WorkerOutcome:
-    """Run one job in a fresh sandboxed worker and collect what it reports. `on_result`, when
-    given, sees the outcome of a worker that sent a result while that worker still lives (its
-    locks still held), before the worker and everything below it are killed."""
+@dataclass
+class StartedWorker:
+    """A worker process waiting for its job (it boots first: kevin.evaluator.spares)."""
+
+    process: subprocess.Popen
+    workdir: Path
+    token: str
+    read_fd: int
+    job_write: int
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def discard(self) -> None:
+        """End a worker that will never get a job, and remove what it had."""
+        _kill_everything(self.process.pid, self.token)
+        self.process.wait()
+        for fd in (self.read_fd, self.job_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_worker(
+    spec: dict[str, Any], *, workdir_root: str | None = None, env_extra: dict[str, str] | None = None
+) -> StartedWorker:
+    """Start a worker that boots for `spec` (spares.boot_spec) and then waits for its job."""
     workdir = Path(tempfile.mkdtemp(prefix="kevin-job-", dir=workdir_root))
     token = secrets.token_hex(16)
-    channel_token = secrets.token_hex(32)
-    job = dict(
-        job,
-        max_file_bytes=limits.max_file_bytes,
-        area_bytes=limits.host_memory_bytes // 2,
-        channel_token=channel_token,
-    )
     log_path = workdir / "worker.log"
     read_fd, write_fd = os.pipe()
     job_read, job_write = os.pipe()
-    started = time.monotonic()
     try:
         with open(log_path, "wb") as log_file:
             process = subprocess.Popen(
@@ -184,40 +193,78 @@ def run_worker(
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
-                env=scrubbed_env(workdir, token, env_extra),
+                env=scrubbed_env(workdir, token, {**(env_extra or {}), BOOT_VARIABLE: json.dumps(spec)}),
                 start_new_session=True,
                 pass_fds=(write_fd, job_read),
                 close_fds=True,
             )
-        os.close(write_fd)
-        os.close(job_read)
-        write_fd = job_read = -1
+    except BaseException:
+        for fd in (read_fd, write_fd, job_read, job_write):
+            os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    os.close(write_fd)
+    os.close(job_read)
+    return StartedWorker(process, workdir, token, read_fd, job_write, log_path)
+
+
+def run_worker(
+    job: dict[str, Any],
+    limits: Limits,
+    *,
+    workdir_root: str | None = None,
+    env_extra: dict[str, str] | None = None,
+    keep_workdir: bool = False,
+    on_result: Callable[[WorkerOutcome], None] | None = None,
+    spares: SparePool | None = None,
+) -> WorkerOutcome:
+    """Run one job in a sandboxed worker and collect what it reports: a spare from `spares` already
+    booted for this job's spec when there is one, else a fresh worker. `on_result`, when given,
+    sees the outcome of a worker that sent a result while that worker still lives (its locks still
+    held), before the worker and everything below it are killed."""
+    channel_token = secrets.token_hex(32)
+    job = dict(
+        job,
+        max_file_bytes=limits.max_file_bytes,
+        area_bytes=limits.host_memory_bytes // 2,
+        channel_token=channel_token,
+    )
+    spec = boot_spec(job)
+
+    def start() -> StartedWorker:
+        return start_worker(spec, workdir_root=workdir_root, env_extra=env_extra)
+
+    worker = spares.take(pool_key(spec, workdir_root, env_extra), start) if spares is not None else None
+    job["spare"] = worker is not None
+    worker = worker or start()
+    started = time.monotonic()
+    process = worker.process
+    try:
         # The job (secret seed, channel token) travels on a pipe only this worker holds, never a file.
-        _send_job(job_write, job)
-        job_write = -1
+        _send_job(worker.job_write, job)
+        worker.job_write = -1
         try:
-            outcome = _supervise(process, read_fd, limits, channel_token)
+            outcome = _supervise(process, worker.read_fd, limits, channel_token)
         except BaseException:
             # Interrupted (a signal, a test's timeout): the worker must not outlive its supervisor.
-            _kill_everything(process.pid, token)
+            _kill_everything(process.pid, worker.token)
             process.wait()
             raise
         if on_result is not None and outcome.result is not None:
             on_result(outcome)
-        outcome.leftover_processes = _kill_everything(process.pid, token)
+        outcome.leftover_processes = _kill_everything(process.pid, worker.token)
         process.wait()
         if outcome.returncode is None:
             outcome.returncode = process.returncode
         outcome.elapsed_s = time.monotonic() - started
-        outcome.log = _read_log(log_path, limits.log_chars)
+        outcome.log = _read_log(worker.log_path, limits.log_chars)
         return outcome
     finally:
-        for fd in (write_fd, job_read, job_write):
-            if fd >= 0:
-                os.close(fd)
-        os.close(read_fd)
+        if worker.job_write >= 0:
+            os.close(worker.job_write)
+        os.close(worker.read_fd)
         if not keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(worker.workdir, ignore_errors=True)
 
 
 def _send_job(fd: int, job: dict[str, Any]) -> None:

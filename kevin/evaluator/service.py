@@ -14,8 +14,10 @@ It implements the `Evaluator` protocol of kevin.rl.env (`submit(task, source) ->
 multi-turn environment and the trainer can use it as is. A Ray-backed service for many nodes is
 the next step (issue #5); it will keep this interface.
 
-Not done here: long-lived workers (each candidate pays a fresh Python and torch start, ~2-3 s of
-CPU) and cold-build speed-ups beyond the content-addressed cache.
+Each evaluation still gets a fresh worker, but not a cold one: the service keeps up to
+`spare_workers` (default `max_in_flight`) workers booted ahead of their jobs (kevin.evaluator.spares),
+so a worker's and its runner's start (Python, torch, the CUDA contexts: seconds each) overlaps the
+evaluations before it. `close()` ends the spares.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from kevin.evaluator.evaluate import EvalConfig, evaluate
 from kevin.evaluator.result import EvalResult
+from kevin.evaluator.spares import SparePool
 from kevin.tasks import Task
 
 
@@ -41,6 +44,7 @@ class EvaluationService:
         max_in_flight: int = 8,
         max_pending: int | None = None,
         device_indices: list[int] | None = None,
+        spare_workers: int | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1 (got {max_in_flight})")
@@ -50,6 +54,7 @@ class EvaluationService:
         self._slots = threading.BoundedSemaphore(max_pending or 2 * max_in_flight)
         self._next_device = itertools.cycle(self.devices)
         self._lock = threading.Lock()
+        self.spares = SparePool(max_in_flight if spare_workers is None else spare_workers)
         self.submitted = 0
         self.finished = 0
 
@@ -60,7 +65,7 @@ class EvaluationService:
             device = next(self._next_device)
             self.submitted += 1
         config = dataclasses.replace(self.config, device_index=device)
-        future = self._pool.submit(evaluate, task, source, config)
+        future = self._pool.submit(evaluate, task, source, config, spares=self.spares)
         future.add_done_callback(self._done)
         return future
 
@@ -87,6 +92,7 @@ class EvaluationService:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self.spares.close()
 
     def __enter__(self) -> EvaluationService:
         return self

@@ -17,7 +17,7 @@ from kevin.evaluator.result import EvalResult
 def evaluated(monkeypatch):
     seen = []
 
-    def evaluate(task, source, config):
+    def evaluate(task, source, config, spares=None):
         seen.append(task.id)
         if "wrong" in source:
             return EvalResult(stage="correctness", compiled=True, error="wrong", task_id=task.id)

@@ -43,18 +43,10 @@ def runner(tmp_path):
     env = dict(os.environ, TMPDIR=str(home), HOME=str(home))
     handle = RunnerHandle(64 << 20, lock=lock, env=env, cwd=str(home))
     handle.request(
-        "setup",
-        job={
-            "device": "cpu",
-            "precision": "fp32",
-            "cpu_threads": 1,
-            "problem_source": PROBLEM,
-            "weight_seed": 1,
-            "flush_l2": False,
-            "build_cache": str(tmp_path / "builds"),
-            "fast_build": False,
-        },
+        "boot",
+        job={"device": "cpu", "cpu_threads": 1, "flush_l2": False, "build_cache": str(tmp_path / "builds"), "fast_build": False},
     )
+    handle.request("setup", job={"precision": "fp32", "problem_source": PROBLEM, "weight_seed": 1})
     yield handle
     handle.kill()
 

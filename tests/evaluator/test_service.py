@@ -20,7 +20,7 @@ def fake_evaluate(monkeypatch):
     running = {"now": 0, "peak": 0}
     lock = threading.Lock()
 
-    def evaluate(task, source, config):
+    def evaluate(task, source, config, spares=None):
         with lock:
             running["now"] += 1
             running["peak"] = max(running["peak"], running["now"])

@@ -17,7 +17,9 @@ from typing import Any
 
 from kevin.evaluator import confine
 from kevin.evaluator.confine import Channel
-from kevin.evaluator.worker.harness import Harness
+from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
+from kevin.evaluator.worker.handle import RunnerHandle
+from kevin.evaluator.worker.harness import Harness, launch_runner
 from kevin.evaluator.worker.support import Failure, short_exception
 
 
@@ -46,12 +48,38 @@ def start_broker(job: dict[str, Any]) -> Any:
     return broker
 
 
+def boot_up() -> RunnerHandle | None:
+    """Before the job (kevin.evaluator.spares): torch, this device's CUDA context, and the
+    candidate's runner launched and booting. None without a boot spec, or when booting failed (the
+    evaluation then starts its runner itself and reports what goes wrong)."""
+    spec = json.loads(os.environ.pop(BOOT_VARIABLE, "null") or "null")
+    if not isinstance(spec, dict):
+        return None
+    try:
+        import torch
+
+        if str(spec["device"]).startswith("cuda"):
+            torch.cuda.set_device(spec["device"])
+            torch.zeros(1, device=spec["device"])
+        return launch_runner(spec, Path.cwd() / "runner1")
+    except Exception as exc:  # noqa: BLE001 - the evaluation retries the runner and reports
+        print(f"kevin: the worker could not boot ahead of its job: {exc}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str]) -> int:
-    job = read_job(int(argv[1]))
-    channel = Channel(int(argv[2]), job.pop("channel_token"))
     confine.die_with_parent()
-    confine.hide_channel_argument(argv)
     confine.become_subreaper()
+    booted_spec = os.environ.get(BOOT_VARIABLE)
+    runner = boot_up()
+    waiting = time.perf_counter()
+    job = read_job(int(argv[1]))
+    job_wait_s = time.perf_counter() - waiting
+    channel = Channel(int(argv[2]), job.pop("channel_token"))
+    confine.hide_channel_argument(argv)
+    if runner is not None and json.loads(booted_spec or "null") != boot_spec(job):
+        runner.kill()  # booted for another job's spec: never given one (spares are keyed by it)
+        runner = None
     # Building the shim (once per toolchain, ~30-60 s) is build work: under the compile deadline.
     channel.send({"event": "stage", "stage": "compile"})
     Path(job["build_cache"]).mkdir(parents=True, exist_ok=True)
@@ -59,7 +87,12 @@ def main(argv: list[str]) -> int:
     channel.send({"event": "stage", "stage": "setup"})
     harness = None
     try:
-        harness = Harness(job, channel, broker)
+        harness = Harness(job, channel, broker, runner=runner)
+        harness.checks["worker_boot"] = {
+            "spare": bool(job.get("spare")),
+            "booted": runner is not None,
+            "job_wait_s": round(job_wait_s, 3),
+        }
         result = harness.run()
     except Failure as failure:
         result = dict(failure.fields)

@@ -20,6 +20,7 @@ from kevin.evaluator import build, confine, devlock, fastbuild
 from kevin.evaluator import inputs as trial_inputs
 from kevin.evaluator.compare import compare, summarize_trials
 from kevin.evaluator.confine import Channel
+from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
 from kevin.evaluator.worker.baseline import BaselineStage
 from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
 from kevin.evaluator.worker.reference import ReferenceStage
@@ -28,15 +29,57 @@ from kevin.evaluator.worker.timed import TimingStage
 from kevin.evaluator.worker.trials import TrialsStage
 
 
+def launch_runner(spec: dict[str, Any], home: Path) -> RunnerHandle:
+    """Start a runner in `home` (created), confined before it starts, and send it `boot` for the
+    boot spec (kevin.evaluator.spares.boot_spec); its reply is collected later (`reply("boot")`)."""
+    home.mkdir()
+    caches = {"TMPDIR": home, "HOME": home, "TRITON_CACHE_DIR": home / "triton", "CUDA_CACHE_PATH": home / "cuda"}
+    env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(spec["max_file_bytes"]))
+    env.pop(BOOT_VARIABLE, None)
+    env.update({name: str(path) for name, path in caches.items()})
+    cache = Path(spec["build_cache"])
+    # Landlock's rules name existing folders: the cache's and the shims' folders are made now, before
+    # the broker of a worker booted ahead of its job has built anything into them.
+    cache.mkdir(parents=True, exist_ok=True)
+    fastbuild.shim_root(cache).mkdir(parents=True, exist_ok=True)
+    is_cuda = str(spec["device"]).startswith("cuda")
+    lock = confine.LockDown(
+        job_dir=str(home),
+        build_cache=str(cache),
+        # The fast builds' shim (built by the broker), and the folder kevin is imported from:
+        # without an installed package, `import kevin` lists it (PYTHONPATH).
+        readable=(str(fastbuild.shim_root(cache)), str(Path(__file__).resolve().parents[3])),
+        cuda=is_cuda,
+        unix_sockets=is_cuda,
+    )
+    import torch
+
+    runner = RunnerHandle(int(spec["area_bytes"]), lock=lock, env=env, cwd=str(home))
+    runner.send(
+        "boot",
+        job={
+            "device": spec["device"],
+            "cpu_threads": spec["cpu_threads"] or torch.get_num_threads(),
+            "flush_l2": spec["flush_l2"],
+            "build_cache": spec["build_cache"],
+            "fast_build": spec["fast_build"],
+        },
+    )
+    return runner
+
+
 class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
     """One evaluation, judged from outside the candidate's process."""
 
-    def __init__(self, job: dict[str, Any], channel: Channel, broker: Any) -> None:
+    def __init__(self, job: dict[str, Any], channel: Channel, broker: Any, runner: RunnerHandle | None = None) -> None:
         import torch
 
         self.job = job
         self.channel = channel
         self.broker = broker
+        self.booted_runner = runner
+        """The candidate's runner when it was launched before the job (`launch_runner` in boot_up)."""
+        self.runners_started = 1 if runner is not None else 0
         self.torch = torch
         self.device = job["device"]
         self.dtype = getattr(torch, DTYPES[job["precision"]])
@@ -80,18 +123,13 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
     def clone_args(self, args: list[Any]) -> list[Any]:
         return [self.torch.clone(a) if isinstance(a, self.torch.Tensor) else a for a in args]
 
-    def runner_job(self) -> dict[str, Any]:
-        """What a runner needs to know: never the seed, the tolerances or the baseline."""
+    def runner_problem(self) -> dict[str, Any]:
+        """What a booted runner learns of the job: never the seed, the tolerances or the baseline."""
         job = self.job
         return {
-            "device": job["device"],
             "precision": job["precision"],
-            "cpu_threads": self.checks["cpu_threads"],
             "problem_source": job["problem_source"],
             "weight_seed": job["weight_seed"],
-            "flush_l2": job["timing"].get("flush_l2", True),
-            "build_cache": job["build_cache"],
-            "fast_build": job.get("fast_build", True),
         }
 
     def start_runner(self) -> RunnerHandle:
@@ -99,51 +137,40 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         return self.runner_ready(self.launch_runner())
 
     def launch_runner(self) -> RunnerHandle:
-        """Start a runner and send it its setup without waiting: its Python, torch and CUDA start-up
+        """Start a runner and send it its boot without waiting: its Python, torch and CUDA start-up
         (seconds) then overlap whatever this process does until `runner_ready`."""
-        self.runners_started = getattr(self, "runners_started", 0) + 1
-        home = Path.cwd() / f"runner{self.runners_started}"
-        home.mkdir()
-        caches = {"TMPDIR": home, "HOME": home, "TRITON_CACHE_DIR": home / "triton", "CUDA_CACHE_PATH": home / "cuda"}
-        env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(self.job.get("max_file_bytes", 64 << 20)))
-        env.update({name: str(path) for name, path in caches.items()})
-        cache = Path(self.job["build_cache"])
-        lock = confine.LockDown(
-            job_dir=str(home),
-            build_cache=str(cache),
-            # The fast builds' shim (built by the broker), and the folder kevin is imported from:
-            # without an installed package, `import kevin` lists it (PYTHONPATH).
-            readable=(str(fastbuild.shim_root(cache)), str(Path(__file__).resolve().parents[3])),
-            cuda=self.is_cuda,
-            unix_sockets=self.is_cuda,
-        )
+        self.runners_started += 1
+        while (Path.cwd() / f"runner{self.runners_started}").exists():  # one booted and discarded
+            self.runners_started += 1
         try:
-            runner = RunnerHandle(int(self.job.get("area_bytes", 8 << 30)), lock=lock, env=env, cwd=str(home))
+            runner = launch_runner(boot_spec(self.job), Path.cwd() / f"runner{self.runners_started}")
         except (OSError, RuntimeError) as exc:
             raise Failure("runtime", f"kevin's runner could not start: {exc}", blame="infrastructure") from None
-        self.checks["confinement"] = runner.confinement
-        runner.send("setup", job=self.runner_job())
         return runner
 
     def runner_ready(self, runner: RunnerHandle) -> RunnerHandle:
-        """Wait for a launched runner's setup; a runner that cannot start is our failure."""
+        """Wait for a launched runner's boot, then give it the problem; a runner that cannot start is
+        our failure."""
+        self.checks["confinement"] = runner.confinement
         try:
-            reply = runner.reply("setup")
+            reply = runner.reply("boot")
+            runner.request("setup", job=self.runner_problem())
         except RunnerFailed as failed:
             runner.kill()
             raise Failure(
                 "runtime", "kevin's runner failed to start: " + failed.error, blame="infrastructure"
             ) from None
-        waited = self.checks.setdefault("runner_start_s", [])
         seconds = reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {}
+        waited = self.checks.setdefault("runner_start_s", [])
         waited.append({"ready": round(time.perf_counter() - runner.started, 3), **seconds})
         return runner
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.set_strict_flags()
-        # The candidate's runner starts first: its start-up overlaps this process's own.
-        runner = self.launch_runner()
+        # The candidate's runner starts first (or started before the job: a spare worker's): its
+        # start-up overlaps this process's own.
+        runner = self.booted_runner or self.launch_runner()
         try:
             if self.is_cuda:
                 self.torch.cuda.set_device(self.device)

@@ -63,21 +63,19 @@ class Runner:
         self.last_output: list[Any] = []
 
     # -- commands ------------------------------------------------------------------------------------
-    def setup(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Start torch (and CUDA) before any candidate exists; the reply says where the time went
-        (reported by a clean runner: diagnostics for the judge's checks, never a timing)."""
+    def boot(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Start torch (and CUDA) before any problem or candidate exists: what a spare worker's runner
+        does before its job. The reply says where the time went (diagnostics for the judge's checks,
+        from a clean runner, never a timing)."""
         started = time.perf_counter()
         import torch
 
-        from kevin.evaluator import inputs as trial_inputs
         from kevin.evaluator import probes
 
         seconds = {"import": time.perf_counter() - started}
-
-        self.torch, self.job = torch, job
+        self.torch, self.booted = torch, job
         self.device = job["device"]
         self.is_cuda = self.device.startswith("cuda")
-        self.dtype = getattr(torch, DTYPES[job["precision"]])
         if self.is_cuda:
             torch.cuda.set_device(self.device)
             torch.zeros(1, device=self.device)  # the CUDA context exists before any confinement
@@ -86,11 +84,6 @@ class Runner:
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
         torch.set_num_threads(int(job["cpu_threads"]))
-        problem = load_module(job["problem_source"], "kevin_problem", "<problem>")
-        self.init_inputs = list(problem.get_init_inputs())
-        self.problem = problem
-        self.fresh = trial_inputs.FreshInputs(problem, self.device, self.dtype)
-        self.trial_inputs = trial_inputs
         self.flush = None
         if self.is_cuda and job.get("flush_l2", True):
             props = torch.cuda.get_device_properties(self.device)
@@ -104,8 +97,22 @@ class Runner:
         profiler_started = time.perf_counter()
         probes.warm_profiler(self.is_cuda)
         seconds["profiler"] = time.perf_counter() - profiler_started
-        seconds["setup"] = time.perf_counter() - started
+        seconds["boot"] = time.perf_counter() - started
         return {"ok": True, "pid": os.getpid(), "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+
+    def setup(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The problem (after `boot`): its init inputs and the means to draw trial inputs."""
+        from kevin.evaluator import inputs as trial_inputs
+
+        torch = self.torch
+        self.job = job
+        self.dtype = getattr(torch, DTYPES[job["precision"]])
+        problem = load_module(job["problem_source"], "kevin_problem", "<problem>")
+        self.init_inputs = list(problem.get_init_inputs())
+        self.problem = problem
+        self.fresh = trial_inputs.FreshInputs(problem, self.device, self.dtype)
+        self.trial_inputs = trial_inputs
+        return {"ok": True}
 
     def load(self, message: dict[str, Any]) -> dict[str, Any]:
         from kevin.evaluator import build
@@ -274,7 +281,7 @@ class Runner:
             self.torch.cuda.synchronize()
 
 
-COMMANDS = ("setup", "load", "trial", "trace", "state", "cycles")
+COMMANDS = ("boot", "setup", "load", "trial", "trace", "state", "cycles")
 
 
 def serve(link: Link, area: SharedArea) -> None:
@@ -288,7 +295,7 @@ def serve(link: Link, area: SharedArea) -> None:
         if command == "exit" or command not in COMMANDS:
             return
         try:
-            reply = getattr(runner, command)(message.get("job") if command == "setup" else message)
+            reply = getattr(runner, command)(message.get("job") if command in ("boot", "setup") else message)
         except BaseException as exc:  # our bug, or the candidate's doing: the judge decides which
             reply = {"ok": False, "stage": "runtime", "error": short_exception(exc)}
         link.send({**reply, "seq": message.get("seq")})
