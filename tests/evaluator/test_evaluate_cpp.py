@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -174,8 +173,8 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert "correct" in result.feedback.lower()
     # The runner started while the judge loaded the reference; each start says where its time went.
     (started, baseline_started) = result.checks["runner_start_s"]
-    assert {"ready", "import", "setup", "profiler"} <= set(started)
-    assert started["ready"] >= started["setup"] > started["import"] > 0
+    assert {"ready", "import", "boot", "profiler"} <= set(started)
+    assert started["ready"] >= started["boot"] > started["import"] > 0
     assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "calibrate baseline", "timing baseline"}
     assert_clean(tmp_path)
 
@@ -206,11 +205,11 @@ def test_segfault_is_a_runtime_failure_and_the_next_evaluation_is_healthy(task, 
 
 
 def test_native_infinite_loop_times_out(task, config, tmp_path):
-    started = time.monotonic()
     result = evaluate(task, candidate("spin"), config)
     assert result.stage == "timeout" and result.blame == "candidate"
     assert "correctness" in result.error
-    assert time.monotonic() - started < 60
+    # The hang itself, not the build (slow on a loaded CI machine) or the shim (a fresh cache).
+    assert result.stage_seconds["correctness"] < 15, result.stage_seconds
     assert_clean(tmp_path)
 
 
@@ -580,3 +579,32 @@ def test_concurrent_evaluations_of_one_task_time_its_baseline_once(task, config)
     assert len(timed_here) == 1, [r.stage_seconds for r in results]
     assert len({r.baseline_ms for r in results}) == 1
     assert all(r.checks["device_admission"]["slots"] == config.device_slots for r in results)
+
+
+def _patient(config: EvalConfig) -> EvalConfig:
+    """Stage limits far beyond the per-call deadline: a timeout now can only be the judge's own."""
+    limits = dataclasses.replace(
+        config.limits, stage_timeouts_s={**config.limits.stage_timeouts_s, "correctness": 300, "timing": 300}
+    )
+    return dataclasses.replace(config, limits=limits)
+
+
+def test_a_hang_in_the_first_call_costs_seconds_not_the_stage_limit(task, config):
+    # issue #15: a hang held the GPU until the stage's wall-clock limit (120 s); the judge now kills
+    # the runner once a call passes max(10 s for the first call, 50x the reference's call).
+    result = evaluate(task, candidate("spin"), _patient(config))
+    assert result.stage == "timeout" and result.blame == "candidate", result.error
+    assert "ran past 10.0 s" in result.error and "during correctness" in result.error
+    assert result.stage_seconds["correctness"] < 15, result.stage_seconds
+
+
+def test_a_hang_while_timed_costs_seconds_not_the_stage_limit(task, config):
+    later = candidate(
+        "scale_relu",
+        prelude="_calls = [0]\n",
+        body="        _calls[0] += 1\n        while _calls[0] > 12:\n            pass\n",
+    )
+    result = evaluate(task, later, _patient(config))
+    assert result.stage == "timeout" and result.blame == "candidate", result.error
+    assert "ran past 2.0 s" in result.error and "during timing" in result.error
+    assert result.stage_seconds["timing"] < 6, result.stage_seconds

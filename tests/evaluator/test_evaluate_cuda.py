@@ -244,6 +244,9 @@ def test_kernel_that_never_terminates_times_out(task, config):
     result = evaluate(task, candidate("spin"), config)
     assert result.stage == "timeout" and result.blame == "candidate"
     assert time.monotonic() - started < 120
+    # issue #15: the judge kills the runner (and its CUDA context) once the first call passes 10 s,
+    # instead of holding the device for the stage's limit.
+    assert "ran past 10.0 s" in result.error and result.stage_seconds["correctness"] < 15, result.stage_seconds
     after = evaluate(task, candidate("scale_relu"), config)
     assert after.stage == "ok"
 

@@ -20,6 +20,8 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,9 +58,41 @@ class RunnerFailed(Exception):
         self.tampering = tampering
 
     def failure(self, stage: str | None = None, **fields: Any) -> Failure:
-        """The candidate's failure (`tampering` when it broke the protocol)."""
+        """The candidate's failure (`tampering` when it broke the protocol); `during` (the judge's
+        stage) only words a timeout."""
+        fields.pop("during", None)
         flags = ["tampering"] if self.tampering else []
         return Failure(stage or self.stage, self.error, flags=flags, **fields)
+
+
+class CallTimedOut(RunnerFailed):
+    """A call of candidate code ran past its deadline; the runner was killed. Always `timeout`."""
+
+    def __init__(self, deadline_s: float) -> None:
+        super().__init__(
+            {
+                "stage": "timeout",
+                "error": f"a call of the candidate ran past {deadline_s:.1f} s (kevin's limit per call: "
+                f"{CALL_FACTOR:g}x the reference's call, at least {CALL_FLOOR_S:g} s) and was killed",
+            }
+        )
+
+    def failure(self, stage: str | None = None, **fields: Any) -> Failure:
+        during = fields.pop("during", None)
+        return Failure("timeout", self.error + (f" during {during}" if during else ""), **fields)
+
+
+CALL_FLOOR_S = 2.0
+"""No call of candidate code is cut before this many seconds."""
+FIRST_CALL_FLOOR_S = 10.0
+"""The first call's floor: it may load modules, compile kernels or create handles."""
+CALL_FACTOR = 50.0
+"""A call may take this many times the reference's (measured by the judge on the same inputs)."""
+
+
+def call_deadline_s(reference_s: float, first: bool = False) -> float:
+    """The longest one call of candidate code may take before its runner is killed."""
+    return max(FIRST_CALL_FLOOR_S if first else CALL_FLOOR_S, CALL_FACTOR * reference_s)
 
 
 def _broken(what: str) -> RunnerFailed:
@@ -141,14 +175,19 @@ class RunnerHandle:
         self.link = Link(judge_end)
         self.pid = self.process.pid
         self.sequence = 0
+        self.deadline_s: float | None = None
+        """While set, the longest wait for one message of the runner (`receive`)."""
+        self.killed = False
 
     # -- commands ------------------------------------------------------------------------------------
-    def request(self, command: str, builds: Any = None, **fields: Any) -> dict[str, Any]:
+    def request(self, command: str, builds: Any = None, deadline_s: float | None = None, **fields: Any) -> dict[str, Any]:
         """Send a command; its reply must echo the command's sequence number. While a `load` runs,
         the runner may ask for builds first (`{"build": arguments}`): `builds(arguments)` answers
-        each (the judge's build broker), at most MAX_BUILDS of them."""
+        each (the judge's build broker), at most MAX_BUILDS of them. With `deadline_s`, a reply
+        later than that kills the runner (`CallTimedOut`)."""
         self.send(command, **fields)
-        return self.reply(command, builds)
+        with self._deadline(deadline_s):
+            return self.reply(command, builds)
 
     def send(self, command: str, **fields: Any) -> None:
         """Send a command without waiting: `reply(command)` collects its answer later."""
@@ -172,14 +211,29 @@ class RunnerHandle:
         return reply
 
     def receive(self) -> dict[str, Any]:
+        """The runner's next message; past the current deadline (`deadline_s`, from now) the runner is
+        killed and `CallTimedOut` raised."""
+        if self.deadline_s is not None:
+            self.link.sock.settimeout(self.deadline_s)
         try:
             return self.link.receive()
+        except TimeoutError:
+            raise self.timed_out(self.deadline_s) from None
         except ExchangeError as exc:
             if "closed" not in str(exc):
                 raise _broken(str(exc)) from None
             raise RunnerFailed({"stage": "runtime", "error": self.death()}) from None
         except OSError as exc:
             raise RunnerFailed({"stage": "runtime", "error": f"{self.death()} ({exc})"}) from None
+        finally:
+            if self.deadline_s is not None and not self.killed:
+                self.link.sock.settimeout(None)
+
+    def timed_out(self, deadline_s: float | None) -> RunnerFailed:
+        """Kill a runner whose call ran past its deadline: its device context dies with it at once,
+        instead of holding the GPU until the stage's wall-clock limit."""
+        self.kill()
+        return CallTimedOut(deadline_s or 0.0)
 
     def death(self) -> str:
         """How the runner ended, in words (waiting a moment for the exit status)."""
@@ -216,6 +270,7 @@ class RunnerHandle:
         inputs: Any = None,
         output_start: int = 0,
         settle_ms: float = SETTLE_MS,
+        call_deadline_s: float | None = None,
     ) -> CycleRecord:
         """Warm up, then time calls until the budget; `seeds()` gives each call's input seed,
         `fetch(index, reps)` says, after a timed call is DONE, whether to fetch its output, and
@@ -224,56 +279,66 @@ class RunnerHandle:
         (exchange.shared_inputs) and `prepare(seed)` writes each call's fresh inputs there before
         the call starts (outside the clock: the runner only reads them); elsewhere the runner
         refills its inputs from the seed inside the clock. The warm-up goes on past `warmup_ms`, for
-        at most `settle_ms` more, until the cycles have settled (`settled`)."""
-        words = self.area.words
-        if spin:
-            # Cleared before the runner can look: a STOP or GO left from the last cycles would
-            # otherwise end this loop at once or start a call nobody timed.
-            for slot in (GO, DONE, FETCH, FETCHED, STOP):
-                words[slot] = 0
-        self.sequence += 1
-        self.link.send(
-            {
-                "cmd": "cycles",
-                "seq": self.sequence,
-                "model": model,
-                "spin": spin,
-                "seed": seeds(),
-                "output_bytes": output_bytes,
-                "inputs": inputs,
-                "output_start": output_start,
-            }
-        )
-        self._expect_ready()
-        record = CycleRecord()
-        call = 0
-        spent_ms = 0.0
-        while len(record.warm_ns) < MAX_WARM_CYCLES:
-            warmed = len(record.warm_ns) >= min_warmup and spent_ms >= warmup_ms
-            if warmed and (spent_ms >= warmup_ms + settle_ms or warm(record.warm_ns)):
-                break
-            call += 1
-            seed = seeds()
-            if prepare is not None:
-                prepare(seed)
-            elapsed = self._cycle(spin, words, call, seed)
-            record.warm_ns.append(elapsed)
-            spent_ms += elapsed / 1e6
-        record.settled = warm(record.warm_ns)
-        estimate_ms = max(sorted(record.warm_ns)[len(record.warm_ns) // 2] / 1e6, 1e-4)
-        reps = int(min(max(budget_ms / estimate_ms, min_reps), max_reps))
-        for index in range(reps):
-            call += 1
-            seed = seeds()
-            record.seeds.append(seed)
-            if prepare is not None:
-                prepare(seed)
-            record.cycle_ns.append(self._cycle(spin, words, call, seed))
-            if fetch(index, reps):
-                record.fetch_ns[index], metas = self._fetch(spin, words, call)
-                record.outputs[index] = on_fetch(metas)
-        self._stop(spin, words)
-        return record
+        at most `settle_ms` more, until the cycles have settled (`settled`). A call, fetch or reply
+        later than `call_deadline_s` kills the runner (`CallTimedOut`)."""
+        with self._deadline(call_deadline_s):
+            words = self.area.words
+            if spin:
+                # Cleared before the runner can look: a STOP or GO left from the last cycles would
+                # otherwise end this loop at once or start a call nobody timed.
+                for slot in (GO, DONE, FETCH, FETCHED, STOP):
+                    words[slot] = 0
+            self.sequence += 1
+            self.link.send(
+                {
+                    "cmd": "cycles",
+                    "seq": self.sequence,
+                    "model": model,
+                    "spin": spin,
+                    "seed": seeds(),
+                    "output_bytes": output_bytes,
+                    "inputs": inputs,
+                    "output_start": output_start,
+                }
+            )
+            self._expect_ready()
+            record = CycleRecord()
+            call = 0
+            spent_ms = 0.0
+            while len(record.warm_ns) < MAX_WARM_CYCLES:
+                warmed = len(record.warm_ns) >= min_warmup and spent_ms >= warmup_ms
+                if warmed and (spent_ms >= warmup_ms + settle_ms or warm(record.warm_ns)):
+                    break
+                call += 1
+                seed = seeds()
+                if prepare is not None:
+                    prepare(seed)
+                elapsed = self._cycle(spin, words, call, seed)
+                record.warm_ns.append(elapsed)
+                spent_ms += elapsed / 1e6
+            record.settled = warm(record.warm_ns)
+            estimate_ms = max(sorted(record.warm_ns)[len(record.warm_ns) // 2] / 1e6, 1e-4)
+            reps = int(min(max(budget_ms / estimate_ms, min_reps), max_reps))
+            for index in range(reps):
+                call += 1
+                seed = seeds()
+                record.seeds.append(seed)
+                if prepare is not None:
+                    prepare(seed)
+                record.cycle_ns.append(self._cycle(spin, words, call, seed))
+                if fetch(index, reps):
+                    record.fetch_ns[index], metas = self._fetch(spin, words, call)
+                    record.outputs[index] = on_fetch(metas)
+            self._stop(spin, words)
+            return record
+
+    @contextmanager
+    def _deadline(self, seconds: float | None) -> Iterator[None]:
+        self.deadline_s = seconds
+        try:
+            yield
+        finally:
+            self.deadline_s = None
 
     def _expect_ready(self) -> None:
         reply = self.receive()
@@ -294,9 +359,14 @@ class RunnerHandle:
         words[SEED] = seed
         started = _perf_ns()
         words[GO] = call
+        limit_ns = None if self.deadline_s is None else int(self.deadline_s * 1e9)
         spins = 0
         while words[DONE] != call:
             spins += 1
+            if spins & 0xFFF:
+                continue
+            if limit_ns is not None and _perf_ns() - started > limit_ns:
+                raise self.timed_out(self.deadline_s)
             if spins & 0xFFFF == 0 and (words[DONE] < 0 or self.process.poll() is not None):
                 if self.process.poll() is not None:
                     raise RunnerFailed({"stage": "runtime", "error": self.death() + " while timed"})
@@ -338,7 +408,11 @@ class RunnerHandle:
             return None
 
     def kill(self) -> int:
-        """End the runner and everything it started; returns how many other processes it had left."""
+        """End the runner and everything it started; returns how many other processes it had left
+        (0 when it was already ended)."""
+        if self.killed:
+            return 0
+        self.killed = True
         if self.namespace and self.process.init_pid:
             left = max(len(confine.descendants(self.process.init_pid)) - 1, 0)
         else:

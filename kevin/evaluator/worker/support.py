@@ -20,9 +20,6 @@ class Failure(Exception):
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-
-
 def load_module(source: str, name: str, filename: str) -> types.ModuleType:
     """Execute `source` as a fresh module named `name` (registered in sys.modules while it runs,
     as dataclasses and pickling expect)."""

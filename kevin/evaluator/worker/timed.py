@@ -30,7 +30,13 @@ from typing import Any
 from kevin.evaluator import probes, timing
 from kevin.evaluator.worker import exchange
 from kevin.evaluator.worker.exchange import output_bytes, read_outputs
-from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
+from kevin.evaluator.worker.handle import (
+    CALL_FLOOR_S,
+    CallTimedOut,
+    RunnerFailed,
+    RunnerHandle,
+    call_deadline_s,
+)
 from kevin.evaluator.worker.support import Failure
 
 CALIBRATION_FETCHES = 5
@@ -128,10 +134,13 @@ class TimingStage:
                 output_bytes=overhead["output_bytes"],
                 fetch=fetch,
                 on_fetch=lambda metas: read_outputs(runner.area, metas, self.output_shapes, self.device),
+                # The candidate's runner (warm after its trials) gets the per-call deadline; the
+                # baseline's reference is ours and never timed out here.
+                call_deadline_s=call_deadline_s(self.reference_call_s) if who == "candidate" else None,
                 **self.shared_inputs(runner),
             )
         except RunnerFailed as failed:
-            raise failed.failure("runtime") from None
+            raise failed.failure("runtime", during=self.stage_name) from None
         self.checks.setdefault("settled", {})["timing " + who] = record.settled
         return record
 
@@ -169,7 +178,9 @@ class TimingStage:
         if threads is not None and self.threads_before is not None and threads > self.threads_before:
             self.flags.append("extra_threads")
         try:
-            state = runner.request("state")
+            state = runner.request("state", deadline_s=CALL_FLOOR_S)
+        except CallTimedOut as timed_out:
+            raise timed_out.failure(during=self.stage_name) from None
         except RunnerFailed:
             return
         if state.get("flags") != self.state_before.get("flags"):

@@ -6,11 +6,12 @@ Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kevin.evaluator import probes
 from kevin.evaluator.worker.exchange import read_outputs
-from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
+from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle, call_deadline_s
 from kevin.evaluator.worker.support import Failure, flatten_outputs, short_exception
 
 
@@ -25,11 +26,22 @@ class TrialsStage:
         reports = []
         for t in range(own + job.get("distribution_trials", 0)):
             shift = t - own if t >= own else None
+            started = time.perf_counter()
             expected = self.expected_outputs(self.trial_seed(t), shift)
+            reference_s = time.perf_counter() - started
+            self.reference_call_s = min(getattr(self, "reference_call_s", reference_s), reference_s)
             try:
-                reply = runner.request("trial", seed=self.trial_seed(t), shift=shift, probe_outputs=t == 0)
+                reply = runner.request(
+                    "trial",
+                    seed=self.trial_seed(t),
+                    shift=shift,
+                    probe_outputs=t == 0,
+                    deadline_s=call_deadline_s(reference_s, first=t == 0),
+                )
             except RunnerFailed as failed:
-                raise failed.failure("runtime" if failed.stage == "compile" else None) from None
+                raise failed.failure(
+                    "runtime" if failed.stage == "compile" else None, during=self.stage_name
+                ) from None
             self.flags.extend(f for f in reply.get("flags", []) if f in RUNNER_FLAGS)
             outputs = read_outputs(runner.area, reply.get("outputs"), expected, self.device)
             if isinstance(outputs, str):
@@ -82,9 +94,12 @@ class TrialsStage:
 
     def trace_candidate(self, runner: RunnerHandle) -> None:
         try:
-            reply = runner.request("trace", seed=self.trial_seed(0))
+            # Under the profiler, so with the first call's allowance.
+            reply = runner.request(
+                "trace", seed=self.trial_seed(0), deadline_s=call_deadline_s(self.reference_call_s, first=True)
+            )
         except RunnerFailed as failed:
-            raise failed.failure("runtime") from None
+            raise failed.failure("runtime", during=self.stage_name) from None
         trace = reply.get("trace") if isinstance(reply.get("trace"), dict) else {}
         flags = trace.pop("flags", [])
         self.flags.extend(f for f in flags if f in probes.TRACE_FLAGS)
