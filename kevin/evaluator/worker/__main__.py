@@ -48,11 +48,10 @@ def start_broker(job: dict[str, Any]) -> Any:
     return broker
 
 
-def boot_up() -> RunnerHandle | None:
+def boot_up(spec: Any) -> RunnerHandle | None:
     """Before the job (kevin.evaluator.spares): torch, this device's CUDA context, and the
     candidate's runner launched and booting. None without a boot spec, or when booting failed (the
     evaluation then starts its runner itself and reports what goes wrong)."""
-    spec = json.loads(os.environ.pop(BOOT_VARIABLE, "null") or "null")
     if not isinstance(spec, dict):
         return None
     try:
@@ -70,14 +69,14 @@ def boot_up() -> RunnerHandle | None:
 def main(argv: list[str]) -> int:
     confine.die_with_parent()
     confine.become_subreaper()
-    booted_spec = os.environ.get(BOOT_VARIABLE)
-    runner = boot_up()
+    spec = json.loads(os.environ.pop(BOOT_VARIABLE, "null") or "null")
+    runner = boot_up(spec)
     waiting = time.perf_counter()
     job = read_job(int(argv[1]))
     job_wait_s = time.perf_counter() - waiting
     channel = Channel(int(argv[2]), job.pop("channel_token"))
     confine.hide_channel_argument(argv)
-    if runner is not None and json.loads(booted_spec or "null") != boot_spec(job):
+    if runner is not None and spec != boot_spec(job):
         runner.kill()  # booted for another job's spec: never given one (spares are keyed by it)
         runner = None
     # Building the shim (once per toolchain, ~30-60 s) is build work: under the compile deadline.

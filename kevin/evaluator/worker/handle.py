@@ -303,20 +303,7 @@ class RunnerHandle:
             )
             self._expect_ready()
             record = CycleRecord()
-            call = 0
-            spent_ms = 0.0
-            while len(record.warm_ns) < MAX_WARM_CYCLES:
-                warmed = len(record.warm_ns) >= min_warmup and spent_ms >= warmup_ms
-                if warmed and (spent_ms >= warmup_ms + settle_ms or warm(record.warm_ns)):
-                    break
-                call += 1
-                seed = seeds()
-                if prepare is not None:
-                    prepare(seed)
-                elapsed = self._cycle(spin, words, call, seed)
-                record.warm_ns.append(elapsed)
-                spent_ms += elapsed / 1e6
-            record.settled = warm(record.warm_ns)
+            call = self._warm_up(record, spin, words, seeds, prepare, warmup_ms, min_warmup, settle_ms)
             estimate_ms = max(sorted(record.warm_ns)[len(record.warm_ns) // 2] / 1e6, 1e-4)
             reps = int(min(max(budget_ms / estimate_ms, min_reps), max_reps))
             for index in range(reps):
@@ -331,6 +318,35 @@ class RunnerHandle:
                     record.outputs[index] = on_fetch(metas)
             self._stop(spin, words)
             return record
+
+    def _warm_up(
+        self,
+        record: CycleRecord,
+        spin: bool,
+        words: Any,
+        seeds: Any,
+        prepare: Any,
+        warmup_ms: float,
+        min_warmup: int,
+        settle_ms: float,
+    ) -> int:
+        """Untimed cycles: at least `min_warmup` and `warmup_ms`, then until `warm` or `settle_ms`
+        more. Returns the number of calls made."""
+        call = 0
+        spent_ms = 0.0
+        while len(record.warm_ns) < MAX_WARM_CYCLES:
+            warmed = len(record.warm_ns) >= min_warmup and spent_ms >= warmup_ms
+            if warmed and (spent_ms >= warmup_ms + settle_ms or warm(record.warm_ns)):
+                break
+            call += 1
+            seed = seeds()
+            if prepare is not None:
+                prepare(seed)
+            elapsed = self._cycle(spin, words, call, seed)
+            record.warm_ns.append(elapsed)
+            spent_ms += elapsed / 1e6
+        record.settled = warm(record.warm_ns)
+        return call
 
     @contextmanager
     def _deadline(self, seconds: float | None) -> Iterator[None]:
