@@ -81,8 +81,8 @@ class EvalConfig:
     """Root for the build and baseline caches; None is ~/.cache/kevin (XDG_CACHE_HOME honoured)."""
     device_index: int = 0
     cpu_threads: int | None = None
-    """torch's CPU thread count in the worker, for candidate and baseline alike; None keeps torch's
-    default for the machine. The count used is in `checks.cpu_threads` and keys the baseline cache."""
+    """torch's CPU thread count in the worker, for candidate and baseline alike; None is torch's
+    default less one core, kept for the judge's clock (kevin.evaluator.worker.support.cpu_threads). The count used is in `checks.cpu_threads` and keys the baseline cache."""
     lock_dir: str = "/tmp"
     """Where the per-device lock files live: workers on one device time one at a time."""
     device_slots: int = 4

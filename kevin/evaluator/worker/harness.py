@@ -24,7 +24,14 @@ from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
 from kevin.evaluator.worker.baseline import BaselineStage
 from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
 from kevin.evaluator.worker.reference import ReferenceStage
-from kevin.evaluator.worker.support import DTYPES, Failure, cast_floating, load_module, short_exception
+from kevin.evaluator.worker.support import (
+    DTYPES,
+    Failure,
+    cast_floating,
+    cpu_threads,
+    load_module,
+    short_exception,
+)
 from kevin.evaluator.worker.timed import TimingStage
 from kevin.evaluator.worker.trials import TrialsStage
 
@@ -59,7 +66,7 @@ def launch_runner(spec: dict[str, Any], home: Path) -> RunnerHandle:
         "boot",
         job={
             "device": spec["device"],
-            "cpu_threads": spec["cpu_threads"] or torch.get_num_threads(),
+            "cpu_threads": cpu_threads(spec["cpu_threads"], torch.get_num_threads()),
             "flush_l2": spec["flush_l2"],
             "build_cache": spec["build_cache"],
             "fast_build": spec["fast_build"],
@@ -118,7 +125,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
-        threads = self.job.get("cpu_threads") or torch.get_num_threads()
+        threads = cpu_threads(self.job.get("cpu_threads"), torch.get_num_threads())
         torch.set_num_threads(threads)
         self.checks["cpu_threads"] = threads
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import traceback
 import types
@@ -18,6 +19,20 @@ class Failure(Exception):
 
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def cpu_threads(requested: int | None, torch_default: int, cores: int | None = None) -> int:
+    """torch's CPU thread count for the judge and every runner of a job: `requested`, else torch's
+    default less one core, which the judge keeps for itself. The judge's clock is the CPU back end's:
+    a runner whose threads take every core makes the judge (and its own main thread) wait for a
+    time slice between calls, which times a 0.05 ms op on 2 cores at ~4 ms with the spread of the
+    scheduler, not of the op. Same rule for candidate and baseline, so a speedup compares like
+    with like."""
+    if requested:
+        return int(requested)
+    if cores is None:
+        cores = len(os.sched_getaffinity(0))
+    return max(1, min(int(torch_default), cores - 1))
 
 
 def load_module(source: str, name: str, filename: str) -> types.ModuleType:
