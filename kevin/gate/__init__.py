@@ -73,6 +73,8 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
   xformers, ...). numpy and einops may be imported, but their compute in the compute path is
   framework compute like torch's (`einops.rearrange`, a view, is allowed).
 - `missing-model-new`: no `class ModelNew` with a `forward`. `syntax`: the source does not parse.
+- `gate-error`: the gate itself failed to load or raised (kevin's fault; `CheckReport.blame` says
+  `infrastructure`). The gate fails closed: such a candidate is rejected, never passed unchecked.
 
 Allowed by default in the compute path: allocation (`torch.empty`, `empty_like`, `empty_strided`,
 `torch.Tensor()`, and also `zeros`, `ones`, `full`, their `_like` forms and `arange`: allocation plus a

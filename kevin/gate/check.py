@@ -3,6 +3,11 @@
 `check_source(source, backend, policy)` parses a candidate (never imports or runs it) and runs
 `kevin.gate.rules.Gate` over it; `kevin check CANDIDATE [--backend cuda|triton|cpp] [--json]` prints
 the report and exits 1 when the candidate is rejected, 2 on bad usage.
+
+The gate fails closed: the rules (and the name tables, C++ reader and path analysis they load) are
+imported when a candidate is checked, and if they cannot load or raise while checking, the
+candidate is rejected with the `gate-error` rule, whose report blames the infrastructure. A broken
+gate must never wave a candidate through to the reward.
 """
 
 from __future__ import annotations
@@ -15,12 +20,12 @@ from pathlib import Path
 
 from kevin.errors import UsageError
 from kevin.gate.policy import BACKENDS, DEFAULT_POLICY, CheckPolicy, CheckReport, Violation
-from kevin.gate.rules import Gate
 
 
 def check_source(source: str, backend: str = "cuda", policy: CheckPolicy | None = None) -> CheckReport:
     """Run the static gate on a candidate's source. Never raises for a bad candidate (a source that
-    does not parse is a `syntax` violation); raises UsageError for an unknown back end."""
+    does not parse is a `syntax` violation) nor for a broken gate (a `gate-error` violation); raises
+    UsageError for an unknown back end."""
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     policy = policy or DEFAULT_POLICY
@@ -31,13 +36,25 @@ def check_source(source: str, backend: str = "cuda", policy: CheckPolicy | None 
     except (ValueError, RecursionError) as exc:
         return CheckReport(backend, (Violation("syntax", 0, f"does not parse: {exc}"),))
     try:
-        found = Gate(tree, policy, backend).run()
+        found = _load_gate()(tree, policy, backend).run()
     except RecursionError:
         found = [Violation("syntax", 0, "nested too deeply to analyse; simplify the candidate")]
+    except Exception as exc:  # a bug or a broken install on our side: reject, never pass
+        reason = f"{type(exc).__name__}: {exc}"[:300]
+        message = f"the static gate failed ({reason}); this is kevin's fault, not the candidate's"
+        return CheckReport(backend, (Violation("gate-error", 0, message),))
     unique: dict[tuple[str, int], Violation] = {}
     for violation in found:
         unique.setdefault((violation.rule, violation.line), violation)
     return CheckReport(backend, tuple(sorted(unique.values(), key=lambda v: (v.line, v.rule))))
+
+
+def _load_gate() -> type:
+    """The rule engine, imported when a candidate is checked so that a failure to load it is a
+    rejection (`gate-error`) instead of an import error that leaves callers without a gate."""
+    from kevin.gate.rules import Gate
+
+    return Gate
 
 
 def check_file(path: str | Path, backend: str = "cuda", policy: CheckPolicy | None = None) -> CheckReport:

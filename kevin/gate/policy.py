@@ -30,6 +30,7 @@ RULES: Mapping[str, str] = MappingProxyType(
         "global-state": "the candidate changes an imported module's state (monkeypatching, torch.backends flags, torch.set_*)",
         "forward-hijack": "what the harness calls is not ModelNew.forward (forward/__call__ replaced, hooks, metaclass)",
         "disallowed-import": "imports a module outside the policy's allow list (a library that could do the work)",
+        "gate-error": "the gate itself failed (kevin's fault): the candidate is rejected until it can be checked",
     }
 )
 
@@ -274,6 +275,14 @@ class CheckReport:
     @property
     def rules(self) -> list[str]:
         return sorted({v.rule for v in self.violations})
+
+    @property
+    def blame(self) -> str:
+        """Who a rejection is on, as EvalResult.blame says it: `infrastructure` when the gate itself
+        failed (`gate-error`), else `candidate`; `none` when accepted."""
+        if self.ok:
+            return "none"
+        return "infrastructure" if "gate-error" in self.rules else "candidate"
 
     def to_dict(self) -> dict[str, object]:
         return {"ok": self.ok, "backend": self.backend, "violations": [v.to_dict() for v in self.violations]}

@@ -415,3 +415,44 @@ def test_cli_json(capsys):
         "backend": "triton",
         "violations": [],
     }
+
+
+# -- failing closed --------------------------------------------------------------------------------
+
+
+def test_a_gate_that_raises_rejects_the_candidate_and_blames_itself(monkeypatch):
+    from kevin.gate import rules
+
+    honest = candidate("        return ext.f(x)")
+    assert check_source(honest).ok
+
+    def broken(self):
+        raise KeyError("a rule table lost an entry")
+
+    monkeypatch.setattr(rules.Gate, "run", broken)
+    report = check_source(honest)
+    assert not report.ok and report.rules == ["gate-error"] and report.blame == "infrastructure"
+    assert "KeyError" in report.summary() and "not the candidate's" in report.summary()
+
+
+def test_a_gate_whose_rules_cannot_load_rejects_the_candidate(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "kevin.gate.rules", None)  # the next import of it fails
+    report = check_source(candidate("        return ext.f(x)"))
+    assert report.rules == ["gate-error"] and report.blame == "infrastructure"
+    assert "kevin.gate.rules" in report.summary()
+
+
+def test_an_evaluation_behind_a_broken_gate_stops_at_the_gate(monkeypatch):
+    from kevin.evaluator.evaluate import EvalConfig, evaluate
+    from kevin.gate import rules
+    from kevin.tasks import Task
+
+    def broken(self):
+        raise RuntimeError("simulated bug in the gate")
+
+    monkeypatch.setattr(rules.Gate, "run", broken)
+    task = Task.from_source("class Model: pass\n", id="gate_broken", name="gate_broken")
+    result = evaluate(task, candidate("        return ext.f(x)"), EvalConfig(backend="cpp"))
+    assert result.stage == "static_check" and not result.passed and "gate-error" in result.error
