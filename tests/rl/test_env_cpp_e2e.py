@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from kevin.evaluator.evaluate import EvalConfig, evaluate  # an import failure fails, never skips
+from kevin.evaluator.timing import TimingConfig
 from kevin.rl.env import EpisodeConfig, ScriptedPolicy, ThreadPoolEvaluator, run_episodes
 from kevin.rl.episodes import read_episodes, write_episodes
 from kevin.rl.metrics import compute_metrics
 from kevin.rl.prompts import CPP, describe_result
 from kevin.tasks import Task
-
-evaluate_module = pytest.importorskip("kevin.evaluator.evaluate")
-if not hasattr(evaluate_module, "EvalConfig"):
-    pytest.skip("evaluator not available", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
 
@@ -80,9 +78,6 @@ FIXED = completion(
 
 @pytest.fixture
 def evaluator(tmp_path):
-    from kevin.evaluator.evaluate import EvalConfig, evaluate
-    from kevin.evaluator.timing import TimingConfig
-
     config = EvalConfig(
         backend="cpp",
         cache_dir=str(tmp_path / "cache"),
