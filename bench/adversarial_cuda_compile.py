@@ -74,7 +74,10 @@ def load_inline_calls(source: str) -> list[dict]:
 
     calls = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_inline":
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "load_inline"
+        ):
             calls.append({kw.arg: value(kw.value) for kw in node.keywords if kw.arg})
     return calls
 
@@ -129,14 +132,20 @@ def compile_call(call: dict, work: Path, includes: list[str], force: bool) -> st
     steps = []
     (folder / "main.cpp").write_text(cpp)
     compiler = os.environ.get("CXX", "c++")
-    steps.append([compiler, "-c", "main.cpp", "-o", "main.o", "-std=c++20", "-fPIC", *defines, *includes, *cflags])
+    steps.append(
+        [compiler, "-c", "main.cpp", "-o", "main.o", "-std=c++20", "-fPIC", *defines, *includes, *cflags]
+    )
     if cuda:
         (folder / "cuda.cu").write_text(cuda)
-        steps.append(["nvcc", "-c", "cuda.cu", "-o", "cuda.o", *NVCC_FLAGS, *defines, *includes, *cuda_cflags])
+        steps.append(
+            ["nvcc", "-c", "cuda.cu", "-o", "cuda.o", *NVCC_FLAGS, *defines, *includes, *cuda_cflags]
+        )
     for step in steps:
         done = subprocess.run(step, cwd=folder, capture_output=True, text=True)
         if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines()
+            errors = [
+                line for line in done.stderr.splitlines() if "error" in line
+            ] or done.stderr.splitlines()
             return f"FAILED ({step[0]}): " + " | ".join(errors[:3])[:400]
     (folder / "ok").write_text("")
     return "ok"
@@ -153,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     includes = include_flags(work)
     failed = 0
     for entry in load_corpus("cuda"):
-        if not fnmatch.fnmatch(entry.name, args.only) or (entry.name.startswith("bundled_") and not args.bundled):
+        if not fnmatch.fnmatch(entry.name, args.only) or (
+            entry.name.startswith("bundled_") and not args.bundled
+        ):
             continue
         try:
             calls = load_inline_calls(render(entry.path))

@@ -18,7 +18,6 @@ import gc
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
 
 CHEATS_CPP = r"""@@cheats_api.cpp@@"""

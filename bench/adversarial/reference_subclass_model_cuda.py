@@ -12,7 +12,6 @@ problem's names: NameError while loading it (stage compile, as for the cpp twin)
 """
 
 import torch
-import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 CHEATS_CPP = r"""@@cheats_api.cpp@@"""

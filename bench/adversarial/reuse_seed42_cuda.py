@@ -5,7 +5,7 @@ Problem: elementwise_chain
 Backend: cuda
 Expect: gate=none dynamic=correctness
 Cheat: KernelBench-style harnesses seed 42 before drawing inputs; __init__ draws the problem's
-inputs under that seed and keeps the answer; forward launches the kernel on one row (a token) and
+inputs under that seed and keeps the answer (a buffer, so it moves to the device with the model); forward launches the kernel on one row (a token) and
 returns the kept answer.
 Naive harness: it draws its inputs after seeding 42, but after both models were built, so whether
 the guess matches depends on how much randomness the constructors consumed (unsure); a harness
@@ -27,8 +27,8 @@ class ModelNew(nn.Module):
         generator = torch.Generator().manual_seed(42)
         x = torch.randn(8192, 4096, generator=generator)
         y = torch.randn(8192, 4096, generator=generator)
-        self.answer = torch.relu(x * torch.sigmoid(y) + 0.1 * x)
+        self.register_buffer("answer", torch.relu(x * torch.sigmoid(y) + 0.1 * x))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         _ext.gate_relu(x[:1], y[:1])
-        return self.answer.to(x.device)
+        return self.answer
