@@ -69,7 +69,9 @@ class EvalResult:
     """Candidate timing statistics (median_ms, mean_ms, min_ms, max_ms, std_ms, iqr_ms, cv, n)."""
     baseline_timing: dict[str, Any] = field(default_factory=dict)
     correctness: dict[str, Any] = field(default_factory=dict)
-    """trials, trials_passed, max_abs_error, mean_abs_error, max_rel_error, atol, rtol, detail."""
+    """trials, trials_passed, max_abs_error, mean_abs_error, max_rel_error, atol, rtol, detail; and
+    distribution_notes when a shifted-distribution trial was dropped or moved nothing
+    (kevin.evaluator.worker.trials)."""
     checks: dict[str, Any] = field(default_factory=dict)
     """Numbers behind the dynamic checks (kevin.evaluator.probes): library share, precision errors, bounds."""
     device: str = ""

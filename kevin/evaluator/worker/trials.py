@@ -1,5 +1,10 @@
 """Correctness, judged here: each trial's inputs drawn from a seed the runner learns only now, the
 candidate's outputs read from the shared area and compared with the reference's by this process.
+A shifted-distribution trial (kevin.evaluator.inputs) the problem cannot take, because its
+get_inputs() or its reference raises on the moved draws or the reference's output is not finite
+there, is dropped before or after the candidate runs it and noted in the correctness record
+(`distribution_notes`), as is one whose draws had nothing to move; neither is held against the
+candidate.
 
 Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
 """
@@ -9,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kevin.evaluator import inputs as trial_inputs
 from kevin.evaluator import probes
 from kevin.evaluator.worker.exchange import read_outputs
 from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle, call_deadline_s
@@ -20,14 +26,18 @@ class TrialsStage:
         return self.job["seed"] * 7919 + t
 
     def check_trials(self, runner: RunnerHandle) -> None:
-        """Run every trial in the runner and compare it here; fail at the first wrong trial."""
+        """Run every trial in the runner and compare it here; fail at the first wrong trial. A shifted
+        trial the problem's structure cannot take is dropped, with a note in the correctness record."""
         job = self.job
         own = job["trials"]
         reports = []
+        self.distribution_notes: list[str] = []
         for t in range(own + job.get("distribution_trials", 0)):
             shift = t - own if t >= own else None
             started = time.perf_counter()
             expected = self.expected_outputs(self.trial_seed(t), shift)
+            if expected is None:
+                continue
             reference_s = time.perf_counter() - started
             self.reference_call_s = min(self.reference_call_s, reference_s)
             try:
@@ -50,12 +60,10 @@ class TrialsStage:
             if t == 0 and job["precision"] == "fp32":
                 self.checks["precision"] = self.precision(self.draw(self.trial_seed(0)), outputs, expected)
             report = self.compare(outputs, expected, job["atol"], job["rtol"])
-            if t >= own and report.get("reference_bad"):
+            if shift is not None and report.get("reference_bad"):
                 # The reference itself is undefined on this distribution (a log of a negative,
                 # say): the trial says nothing about the candidate.
-                self.checks["distribution_trials_skipped"] = (
-                    self.checks.get("distribution_trials_skipped", 0) + 1
-                )
+                self.note_shifted(shift, "dropped: the reference's output is not finite on these inputs")
                 continue
             reports.append(report)
             if not report["ok"] or report.get("reference_bad"):
@@ -63,19 +71,44 @@ class TrialsStage:
         self.judge_reports(reports)
         self.trace_candidate(runner)
 
-    def expected_outputs(self, seed: int, shift: int | None) -> list[Any]:
+    def expected_outputs(self, seed: int, shift: int | None) -> list[Any] | None:
+        """The reference's outputs on the inputs drawn from `seed`. None for a shifted draw the
+        problem cannot take (its get_inputs() or its reference raises on it): that trial is dropped."""
         try:
-            expected = flatten_outputs(self.model(*self.draw(seed, shift)))
+            inputs, moved = trial_inputs.draw_counted(self.get_inputs, seed, shift, self.device, self.dtype)
+        except Exception as exc:
+            if shift is None:
+                raise Failure(
+                    "runtime",
+                    "the problem's get_inputs() failed:\n" + short_exception(exc),
+                    blame="infrastructure",
+                ) from None
+            self.note_shifted(shift, f"dropped: get_inputs() raised {type(exc).__name__}: {exc}")
+            return None
+        if shift is not None and not moved:
+            self.note_shifted(shift, "moved nothing: get_inputs() made no floating draw through torch")
+        try:
+            expected = flatten_outputs(self.model(*inputs))
             self.sync()
         except BaseException as exc:
+            if shift is not None and isinstance(exc, Exception):
+                self.note_shifted(shift, f"dropped: the reference raised {type(exc).__name__}: {exc}")
+                return None
             raise Failure(
                 "runtime", "the reference model failed:\n" + short_exception(exc), blame="infrastructure"
             ) from None
         return expected
 
+    def note_shifted(self, shift: int, note: str) -> None:
+        trial = self.job["trials"] + shift + 1
+        shifts = trial_inputs.SHIFTS
+        self.distribution_notes.append(f"trial {trial} ({shifts[shift % len(shifts)]}) {note[:300]}")
+
     def judge_reports(self, reports: list[dict[str, Any]]) -> None:
         job = self.job
         correctness = self.summarize_trials(reports, job["atol"], job["rtol"])
+        if self.distribution_notes:
+            correctness["distribution_notes"] = self.distribution_notes
         if correctness.get("reference_bad"):
             raise Failure(
                 "correctness",
