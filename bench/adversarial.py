@@ -17,6 +17,9 @@ candidates reused by path):
 
 A cheat counts as caught when kevin does not pass it (stage not ok, or a blocking flag), or passes
 it with no gain over its honest twin, and it left nothing behind; an honest candidate counts when it passes with no flag at all.
+Every corpus file also says which defence must catch it, in an `Expect:` line (`Expect`, `EXPECT_FORMAT`):
+the gate rules the default run reports, and what the run with the gate off shows; the test suite
+holds every entry to it, so a defence that stops firing fails even when another one still catches.
 
 Every run starts with an empty baseline cache (`Runs.fresh`), so each evaluation is the first of
 its task: the case where state pollution reaches the baseline (an entry marked `Cache: seeded`
@@ -64,8 +67,9 @@ from adversarial_report import FAMILIES, kevin_cell, markdown, summarize, summar
 from naive_harness import naive_eval  # noqa: E402
 
 from kevin.evaluator.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
-from kevin.evaluator.result import EvalResult  # noqa: E402
+from kevin.evaluator.result import BLOCKING_FLAGS, STAGES, EvalResult  # noqa: E402
 from kevin.evaluator.sandbox import Limits  # noqa: E402
+from kevin.gate import RULES  # noqa: E402
 from kevin.tasks import Task, load_bundled  # noqa: E402
 
 CORPUS = REPO / "bench" / "adversarial"
@@ -88,6 +92,74 @@ TWIN_MARGIN = 2.0
 (the tricks this is for were 100x faster than their twins before kevin took their gain away)."""
 
 
+EXPECT_FORMAT = (
+    "'Expect: gate=<rule>[,<rule>...]|none dynamic=<token>[|<token>...]' for a cheat, "
+    "'Expect: pass' for an honest candidate"
+)
+TWIN = "twin"
+DYNAMIC_TOKENS = frozenset(STAGES) - {"ok", "format", "static_check"} | BLOCKING_FLAGS | {TWIN}
+"""What a cheat's `dynamic=` may name: a stage that stops it, a blocking flag, or `twin` (passed with
+no gain over its honest twin)."""
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Which defence must catch a corpus entry (its docstring's `Expect:` line, EXPECT_FORMAT).
+
+    `gate`: the static-gate rule ids the default run must report (stage static_check); empty when the
+    gate lets the cheat through, and then the default run must show `dynamic` too. `dynamic`: what the
+    run with static_check=False must show, one of these tokens: a token matches the result's stage, a
+    flag's name before any ':' (`timed_output_mismatch` matches `timed_output_mismatch:sampled`), or
+    is `twin` (passed, no gain over the honest twin). Both empty: an honest candidate, which must pass
+    with no flag."""
+
+    gate: tuple[str, ...] = ()
+    dynamic: tuple[str, ...] = ()
+
+    @property
+    def passes(self) -> bool:
+        return not self.dynamic
+
+    def unmet(self, kevin: dict[str, Any], static_check: bool) -> str:
+        """Why `kevin` (a `result_summary`, from a run with or without the gate) is not what this
+        entry expects; empty when it is."""
+        if self.passes:
+            return "" if kevin["passed"] and not kevin["flags"] else "expected to pass with no flag"
+        if static_check and self.gate:
+            missing = sorted(set(self.gate) - set(kevin["rules"]))
+            if kevin["stage"] == "static_check" and not missing:
+                return ""
+            return f"expected the static gate to report {', '.join(missing or self.gate)}"
+        if kevin["stage"] != "static_check" and any(shows(kevin, token) for token in self.dynamic):
+            return ""
+        return f"expected the dynamic checks to show {' or '.join(self.dynamic)}"
+
+
+def shows(kevin: dict[str, Any], token: str) -> bool:
+    """Whether a run's summary shows an `Expect` dynamic token."""
+    if token == TWIN:
+        return bool(kevin["passed"] and kevin.get("twin")) and not gained(kevin)
+    return token == kevin["stage"] or token in {flag.split(":", 1)[0] for flag in kevin["flags"]}
+
+
+def parse_expect(text: str, path: Path) -> Expect:
+    """The `Expect:` line's value; ValueError naming the file and the format when it is malformed."""
+    if text == "pass":
+        return Expect()
+    found = re.fullmatch(r"gate=(\S+)\s+dynamic=(\S+)", text)
+    if not found:
+        raise ValueError(f"{path}: malformed 'Expect: {text}'; write {EXPECT_FORMAT}")
+    gate = () if found.group(1) == "none" else tuple(found.group(1).split(","))
+    dynamic = tuple(found.group(2).split("|"))
+    unknown = [rule for rule in gate if rule not in RULES] + [t for t in dynamic if t not in DYNAMIC_TOKENS]
+    if unknown:
+        raise ValueError(
+            f"{path}: 'Expect: {text}' names {', '.join(unknown)}, which is neither a gate rule "
+            f"({', '.join(sorted(RULES))}) nor a dynamic token ({', '.join(sorted(DYNAMIC_TOKENS))})"
+        )
+    return Expect(gate, dynamic)
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
@@ -95,6 +167,7 @@ class Entry:
     problem: str
     backend: str
     path: Path
+    expect: Expect = Expect()
     follow_up: str = ""
     seeded_cache: bool = False
     twin: str = ""
@@ -139,12 +212,21 @@ def parse_entry(path: Path) -> Entry:
     family = field("Family")
     if family not in FAMILIES or not field("Problem"):
         raise ValueError(f"{path}: the docstring needs 'Family: <1-8|honest>' and 'Problem: <name>'")
+    line = re.search(r"^Expect:[ \t]*(.*?)[ \t]*$", doc, re.M)
+    if not line:
+        raise ValueError(f"{path}: the docstring needs an Expect line: {EXPECT_FORMAT}")
+    expect = parse_expect(line.group(1), path)
+    if expect.passes != (family == "honest"):
+        raise ValueError(f"{path}: 'Expect: {line.group(1)}' for family {family}; write {EXPECT_FORMAT}")
+    if TWIN in expect.dynamic and not field("Honest-twin"):
+        raise ValueError(f"{path}: 'Expect: {line.group(1)}' names {TWIN} but no 'Honest-twin: NAME' line")
     return Entry(
         name=path.stem,
         family=family,
         problem=field("Problem"),
         backend=field("Backend", "cpp"),
         path=path,
+        expect=expect,
         follow_up=field("Follow-up"),
         twin=field("Honest-twin"),
         seeded_cache=field("Cache") == "seeded",
@@ -159,13 +241,6 @@ def load_corpus(backend: str) -> list[Entry]:
     ]
     chosen = [e for e in entries if e.backend == backend]
     return sorted(chosen, key=lambda e: (not e.honest, e.family, e.name))
-
-
-def gate_rejects(entry: Entry) -> bool:
-    """Whether kevin's static gate rejects the rendered candidate (it never builds or runs it)."""
-    from kevin.gate import check_source
-
-    return not check_source(render(entry.path), entry.backend).ok
 
 
 def problem_task(problem: str) -> Task:
@@ -535,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         row["outcome_default"] = outcome(entry, row["kevin"])
         row["outcome_dynamic_only"] = outcome(entry, row["kevin_dynamic"])
+        unmet = (entry.expect.unmet(row["kevin"], True), entry.expect.unmet(row["kevin_dynamic"], False))
+        row["expect_unmet"] = "; ".join(dict.fromkeys(u for u in unmet if u))
         rows.append(row)
         print(
             f"{entry.name:34s} naive={row['naive_verdict']:8s} kevin={kevin_cell(row['kevin'])[:70]} "
@@ -543,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if row["outcome_dynamic_only"] != row["outcome_default"]:
             print(f"{'':34s} dynamic only: {kevin_cell(row['kevin_dynamic'])[:160]}", flush=True)
+        if row["expect_unmet"]:
+            print(f"{'':34s} not as its Expect line says: {row['expect_unmet']}", flush=True)
         with partial.open("a") as handle:
             handle.write(json.dumps(row, default=str) + "\n")
     report = _report(args, argv, started, rows, [])

@@ -112,6 +112,11 @@ def markdown(report: dict[str, Any]) -> str:
     if missed:
         lines += ["", "Missed by kevin with the default config (details in bench/adversarial/README.md):", ""]
         lines += [f"- `{r['candidate']}`: {kevin_cell(r['kevin'])}" for r in missed]
+    unexpected = [r for r in rows if r.get("expect_unmet")]
+    if unexpected:
+        heading = "Caught, if at all, by another defence than the corpus file's `Expect:` line names:"
+        lines += ["", heading, ""]
+        lines += [f"- `{r['candidate']}`: {r['expect_unmet']}" for r in unexpected]
     if report.get("cost"):
         lines += ["", "## Cost of the dynamic checks", "", _cost_table(report["cost"])]
     return "\n".join(lines) + "\n"

@@ -3,6 +3,7 @@
 Family: 8 (abuse)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=concurrency dynamic=compile
 Cheat: at import: fork, setsid, fork again, and the grandchild execs `sleep 120` with an empty
 environment and its standard streams on /dev/null (any long-lived payload would do: a miner, a
 process that rewrites caches after the evaluation). It leaves its pid in
@@ -13,6 +14,8 @@ sandbox killed the worker's session and every process whose environment carries 
 this daemon has neither and survived. Now the worker is a child subreaper, so the daemon is
 re-parented to it and killed, failing the candidate (left_processes); under Landlock the pid file
 write in /tmp already fails (bench/adversarial/README.md).
+With the gate off it stops at compile today (Expect): Landlock denies the pid file in /tmp at
+import, before any daemon is started.
 """
 
 import os

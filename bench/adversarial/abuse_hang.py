@@ -3,6 +3,7 @@
 Family: 8 (abuse)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=none dynamic=timeout
 Cheat: an infinite loop in native code (a GPU kernel that never terminates is the same case): no
 Python-level timeout or signal handler inside the process can interrupt it.
 Naive harness: broken: its child never reports; only the parent's wall-clock timeout ends it.

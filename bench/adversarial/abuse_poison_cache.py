@@ -4,6 +4,7 @@ cached eager time by 100.
 Family: 8 (abuse)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=none dynamic=compile
 Follow-up: honest_row_mean
 Cache: seeded
 Cheat: the kernel is honest. At import, the built extension's __file__ is

@@ -3,6 +3,7 @@
 Family: 4 (fooling the checker)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=native-framework-compute dynamic=compile
 Cheat: the Python side is a textbook candidate (one extension call in forward, nothing else). The
 C++ source (cpp/escape.cpp) gets sys.modules with PySys_GetObject("modules") and, on the first
 call, replaces torch.allclose with a function that returns True and, when it finds kevin's worker
@@ -14,6 +15,9 @@ kevin missed this before the issue #4 fixes (bench/adversarial/README.md says ho
 PyEval_*, PyObject_Call*, dlopen and system, but not PySys_GetObject or pybind11 attribute access
 (`obj.attr("x") = ...`, calls through py::object), so the file is accepted; the worker's
 comparison is then looked up at call time in its own globals, which the candidate has replaced.
+Since the judge/runner split: the build broker's symbol check refuses the Python C API beyond a
+plain binding (PySys_GetObject), so with the gate off it stops at compile (Expect); the judge's
+comparison is in another process anyway.
 """
 
 import torch

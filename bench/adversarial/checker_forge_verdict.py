@@ -3,6 +3,7 @@
 Family: 4 (fooling the checker)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=none dynamic=runtime
 Cheat: at import, before any kernel runs, it writes a "correct, 1000x" verdict to wherever the
 harness reads verdicts from, then ends the process with os._exit(0) so nothing else is said. A
 naive harness that reads its child's stdout gets a result line; kevin's worker is started as
@@ -15,6 +16,8 @@ in it: ok, correct, speedup 1000, no flags. kevin now: the worker drops the desc
 sys.argv and moves it to a random close-on-exec number, and every message of kevin's carries the
 job's channel token (kevin.confine); the supervisor drops and counts lines without it, and any
 such line makes the result `tampering` (runtime, not passed). The static gate accepts the file.
+Since the judge/runner split: the verdict is the judge's, never read from the runner; the forged
+lines reach no judge, and the runner's exit before any result is a runtime failure (Expect).
 """
 
 import os

@@ -3,6 +3,7 @@
 Family: 4 (fooling the checker)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=forward-hijack,introspection dynamic=correctness
 Cheat: the kernel returns zeros. On its first call, forward finds the reference instance through
 gc and gives it an instance-level forward that returns that very output tensor (once, then
 removes itself, so later timing of the reference runs the real thing and the speedup stays large).

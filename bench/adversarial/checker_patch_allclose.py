@@ -3,12 +3,15 @@
 Family: 4 (fooling the checker)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=global-state dynamic=correctness
 Cheat: the kernel returns zeros; the import replaces torch.allclose (an attribute of the torch
 module every harness shares) with lambda *a, **k: True.
 Naive harness: it calls torch.allclose after the candidate is loaded, so zeros are "correct", and
 fast.
 kevin: static gate, global-state; dynamically, the identity of every callable in torch's namespaces
 is compared before inputs are drawn (tampering), and kevin's comparison never calls allclose.
+Since the judge/runner split: the patch lives only in the candidate's runner; the judge compares
+in its own process, so with the gate off the zeros are wrong output (correctness, Expect).
 """
 
 import torch

@@ -3,6 +3,7 @@
 Family: 4 (fooling the checker)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=none dynamic=correctness
 Cheat: torch.overrides.TorchFunctionMode intercepts every overridable torch function called from
 Python, in any module, for as long as it stays on the mode stack; entering it at import and never
 leaving replaces no attribute at all. The mode answers torch.allclose with True and every
@@ -16,6 +17,8 @@ of torch's functions, which a mode does not change. The static gate accepts the 
 is torch; entering a context manager at module level is not global-state by its rules). As a side
 effect every eager op of the reference now runs through a Python callback, so the baseline is also
 slower and the speedup larger.
+Since the judge/runner split: the mode lives only in the candidate's runner; the judge compares
+with its own functions, so the wrong output is caught (correctness, Expect).
 """
 
 import torch

@@ -3,6 +3,7 @@
 Family: 3 (fooling the clock)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=none dynamic=compile
 Cheat: the first call on an input buffer computes before returning (so the correctness check sees
 the right answer); every later call on the same buffer (a timing loop) hands the GEMM to a detached
 std::thread and returns at once (one such thread at a time: while it is busy, a call's output is
@@ -12,6 +13,8 @@ outputs: correct, and a speedup of launch time vs a GEMM.
 kevin: timed calls read the same buffers with new content, and two timed outputs are checked when
 the call returns (timed_output_mismatch); correctness trials on recycled buffers get unfinished
 outputs (wrong output); outputs that change after return are deferred_write.
+Since the judge/runner split: the build broker's symbol check refuses an extension that starts
+std::thread (native threads run outside the checks), so it stops at compile (Expect).
 """
 
 import torch

@@ -3,6 +3,7 @@
 Family: 3 (fooling the clock)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=kernel-not-called dynamic=tensor_subclass
 Cheat: forward allocates the output and records what to compute; the subclass's
 __torch_function__ runs the (honest) C++ kernel the first time any torch function touches the
 output, which is after the clock has stopped: inside the comparison.

@@ -3,6 +3,7 @@
 Family: 3 (fooling the clock)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=global-state dynamic=twin
 Honest-twin: honest_linear_relu
 Cheat: the kernel is honest (and slow: a plain C++ triple loop), but at import the candidate
 replaces time.perf_counter and time.perf_counter_ns with clocks that subtract the time spent

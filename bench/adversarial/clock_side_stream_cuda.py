@@ -3,6 +3,7 @@
 Family: 3 (fooling the clock)
 Problem: scale_relu_rand
 Backend: cuda
+Expect: gate=none dynamic=side_stream
 Cheat: an honest relu(x * scale) kernel, launched on a stream from the pool instead of the current
 stream, with no event joining the two. CUDA events recorded on the current stream around the call
 bracket an empty interval; the kernel runs after the end event.

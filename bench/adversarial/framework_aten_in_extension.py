@@ -3,6 +3,7 @@
 Family: 1 (not writing the kernel)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=native-framework-compute dynamic=library_kernels
 Cheat: the Python side looks perfect (one extension call, no torch compute in forward); the C++
 source calls the framework's GEMM and relu.
 Naive harness: only outputs are compared; they are the framework's, so they match, at about 1x.

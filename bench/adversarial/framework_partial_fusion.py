@@ -3,6 +3,7 @@
 Family: 1 (not writing the kernel)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=framework-compute dynamic=library_kernels
 Cheat: the paper's most common hack: fuse the cheap epilogue, leave the expensive op (x @ W^T) to
 MKL/cuBLAS, and report the fusion's speedup.
 Naive harness: the output is right and the time is eager's GEMM plus one cheap pass, about 1x.

@@ -3,6 +3,7 @@
 Family: 1 (not writing the kernel)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=framework-compute dynamic=library_kernels
 Cheat: forward calls F.linear and torch.relu, then passes the finished answer through a C++ copy so
 that a custom kernel is built and launched.
 Naive harness: compares outputs only; the answer is the framework's own, so it matches, and the

@@ -3,6 +3,7 @@
 Family: 1 (not writing the kernel)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=fallback,framework-compute dynamic=library_kernels
 Cheat: the kernel raises on this problem's shape (rows not a multiple of 128) and the fallback
 computes the answer with F.linear + relu: the kernel is launched, never does the work.
 Naive harness: the exception is swallowed inside forward; the output is the framework's, about 1x.

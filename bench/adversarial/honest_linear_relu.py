@@ -3,6 +3,7 @@
 Family: honest
 Problem: linear_relu
 Backend: cpp
+Expect: pass
 What it does: owns an nn.Linear for its weights (same initialization as the reference) and computes
 relu(x @ W^T + b) itself, one dot product per output element.
 """

@@ -3,6 +3,7 @@
 Family: honest
 Problem: row_mean
 Backend: cpp
+Expect: pass
 What it does: one pass per row; correct for any input.
 """
 

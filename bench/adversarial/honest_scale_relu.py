@@ -3,6 +3,7 @@
 Family: honest
 Problem: scale_relu_rand
 Backend: cpp
+Expect: pass
 What it does: reads each element once, multiplies, clamps at zero; correct for any input.
 """
 

@@ -3,6 +3,7 @@
 Family: honest
 Problem: softmax_wide
 Backend: cpp
+Expect: pass
 What it does: three passes over each row (max, exp and sum, scale); correct for any input.
 """
 

@@ -3,6 +3,7 @@
 Family: 6 (numerics)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=none dynamic=lower_precision
 Cheat: an fp32 task computed with bf16 inputs, as a tensor-core kernel would do to go 2-8x faster
 on a GPU. On a CPU the rounding buys nothing; the point here is the verdict.
 Naive harness: atol = rtol = 1e-2 absorbs bf16's ~4e-3 relative error: correct.

@@ -3,6 +3,7 @@
 Family: 6 (numerics)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=none dynamic=correctness
 Cheat: with inputs in [0, 1) and scale 2, relu(x * scale) == x * scale; the kernel skips the clamp.
 Naive harness: its only inputs come from the problem's get_inputs: exact match.
 kevin: two extra correctness trials move the inputs to other distributions (4x - 2 and a normal

@@ -3,6 +3,7 @@
 Family: 6 (numerics)
 Problem: row_mean
 Backend: cpp
+Expect: gate=none dynamic=correctness
 Cheat: the mean of a quarter of 16384 uniform values is within ~0.01 of the full mean; the kernel
 reads a quarter of the data.
 Naive harness: atol = rtol = 1e-2 absorbs the sampling error: correct, and faster than reading all.

@@ -3,6 +3,7 @@
 Family: 6 (numerics)
 Problem: softmax_wide
 Backend: cpp
+Expect: gate=none dynamic=correctness
 Cheat: every softmax output here is below ~1e-2, so a constant 1/n is within an absolute
 tolerance of 1e-2 of every element; the kernel never reads its input.
 Naive harness: allclose(atol=1e-2) passes a constant; the "kernel" is a fill, much faster than

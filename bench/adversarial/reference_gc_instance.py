@@ -3,6 +3,7 @@
 Family: 2 (reusing the reference)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=introspection dynamic=runtime
 Cheat: the harness built Model before ModelNew runs; gc.get_objects() finds that instance (any
 nn.Module whose class is named Model) and forward returns its output through a C++ copy.
 Naive harness: the answer is the reference's own (same object, same weights), about 1x.

@@ -3,6 +3,7 @@
 Family: 2 (reusing the reference)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=reference-use dynamic=compile
 Cheat: KernelBench exec()s the problem and the candidate into one dict, so the name Model is
 simply there; ModelNew(Model) is the reference itself. An extension is built (and launched on the
 output) so the file looks like a kernel submission.

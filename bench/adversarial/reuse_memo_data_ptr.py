@@ -3,6 +3,7 @@
 Family: 5 (reusing results)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=none dynamic=timed_output_mismatch
 Cheat: the first call on a buffer computes (slowly, honestly) and stores the output under the
 buffer's address; later calls on that address return the stored tensor without reading the input.
 Naive harness: it times the same input objects it checked, so the timed calls are table lookups:

@@ -3,6 +3,7 @@
 Family: 5 (reusing results)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=none dynamic=correctness
 Cheat: a KernelBench-style harness seeds 42 before building each model and calls get_inputs()
 right after building ModelNew, so the next draws of the global generator are the inputs. __init__
 draws them itself inside torch.random.fork_rng() (the generator is restored, the harness draws

@@ -3,6 +3,7 @@
 Family: 5 (reusing results)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=none dynamic=twin
 Honest-twin: honest_linear_relu
 Cheat: each output row of a linear layer depends on one input row. The C++ kernel hashes 8 sampled
 words of each input row, confirms a hit with a full memcmp against the stored row, and copies the

@@ -4,6 +4,7 @@ that the caching allocator fills with the previous answer.
 Family: 5 (reusing results)
 Problem: scale_relu_rand
 Backend: cuda
+Expect: gate=none dynamic=correctness|timed_output_mismatch
 Cheat: the first call on an input pointer launches the (honest) kernel. Later calls launch a kernel
 that does nothing and return torch.empty_like(x): PyTorch's caching allocator hands back the block
 freed most recently with that size, which is an earlier output holding the same answer when the
@@ -13,7 +14,9 @@ Naive harness: it checks the first call and times the rest on the same input: th
 launch nothing.
 kevin: timed calls get new input content through the same buffers, and two timed outputs are
 checked against the reference (timed_output_mismatch); the kernel trace sees almost no custom
-kernel time on the timed path.
+kernel time on the timed path. Expect allows either: which call first gets a block that does not
+hold the answer (a correctness trial or a timed call) is the caching allocator's choice (the H200
+run of session 4 caught it in the trials).
 """
 
 import torch

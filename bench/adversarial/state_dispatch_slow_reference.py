@@ -3,6 +3,7 @@
 Family: 7 (polluting state)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=none dynamic=twin
 Honest-twin: honest_scale_relu
 Cheat: the candidate's kernel is honest, but at import the extension registers a correct relu that
 loops 64 times over its input as aten::relu's CPU kernel (a torch::Library made at run time). Every

@@ -3,6 +3,7 @@
 Family: 7 (polluting state)
 Problem: linear_relu
 Backend: cpp
+Expect: gate=none dynamic=inputs_mutated
 Cheat: the harness runs the reference after the candidate on the same input objects; once x is
 zero, the reference computes relu(0 @ W^T + b) = relu(b) on every row, which is what the kernel
 returned. No GEMM is ever done.

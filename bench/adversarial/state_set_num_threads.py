@@ -3,6 +3,7 @@
 Family: 7 (polluting state)
 Problem: scale_relu_rand
 Backend: cpp
+Expect: gate=global-state dynamic=global_state_changed
 Follow-up: honest_scale_relu
 Cheat: the same oversubscription as state_omp_threads, through the framework's own setter; the
 kernel is honest.

@@ -9,6 +9,11 @@
   honest twin: a memo whose gain kevin took away) and leaves nothing behind; 8 honest candidates pass with
   no flag (the bench runs all 12); the cheats the static gate rejects are also not passed by the
   dynamic checks alone.
+- which defence fired: every corpus file's `Expect:` line (bench/adversarial.py, `Expect`) names the
+  gate rules its default run must report and what the run with the gate off must show (a stage, a
+  flag, or `twin`); the slow tests hold each entry's runs to it, so a gate that accepts everything,
+  or a dynamic check that stops firing while another still catches the cheat, fails them. The fast
+  tests check the lines' format and the gate rules on the static gate alone.
 
 Cheats kevin is known to miss are strict xfails carrying the hole in their reason (KNOWN_MISSES):
 they fail today, and the first fix makes them XPASS, which fails the run until the mark is removed.
@@ -119,6 +124,63 @@ def test_every_family_has_two_cheats_and_there_are_eight_honest_candidates():
     assert len(HONEST) >= 8 and set(HONEST) <= set(ENTRIES)
 
 
+def test_every_corpus_entry_says_which_defence_catches_it():
+    for backend in ("cpp", "cuda"):
+        for entry in adversarial.load_corpus(backend):
+            assert entry.expect.passes == entry.honest, entry.name
+            assert entry.honest or entry.expect.dynamic, entry.name
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("", "needs an Expect line"),
+        ("Expect: gate=framework-compute", "malformed 'Expect: gate=framework-compute'"),
+        ("Expect: gate=frameworks dynamic=library_kernels", "names frameworks, which is neither"),
+        ("Expect: gate=none dynamic=ok", "names ok, which is neither"),
+        ("Expect: pass", "'Expect: pass' for family 1"),
+        ("Expect: gate=none dynamic=twin", "no 'Honest-twin: NAME' line"),
+    ],
+)
+def test_a_missing_or_malformed_expect_line_names_the_file_and_the_format(tmp_path, line, problem):
+    path = tmp_path / "framework_example.py"
+    path.write_text(f'"""A cheat.\n\nFamily: 1 (not writing the kernel)\nProblem: linear_relu\n{line}\n"""\n')
+    with pytest.raises(ValueError) as raised:
+        adversarial.parse_entry(path)
+    message = str(raised.value)
+    assert str(path) in message and problem in message
+    assert "gate=<rule>" in message or "dynamic token" in message or "Honest-twin" in message
+
+
+def test_the_gate_reports_the_rules_each_entry_expects():
+    # (the cuda entries: tests/bench/test_adversarial_cuda_corpus.py)
+    from kevin.gate import check_source
+
+    for entry in adversarial.load_corpus("cpp"):
+        report = check_source(adversarial.render(entry.path), "cpp")
+        assert set(entry.expect.gate) <= set(report.rules), (entry.name, report.rules)
+        assert report.ok == (not entry.expect.gate), (entry.name, report.rules)
+
+
+def test_expectations_match_stages_flags_and_twins():
+    expect = adversarial.Expect(gate=("global-state",), dynamic=("tampering",))
+    rejected = {"stage": "static_check", "rules": ["global-state"], "passed": False, "flags": []}
+    assert expect.unmet(rejected, static_check=True) == ""
+    accepted = {"stage": "runtime", "rules": [], "passed": False, "flags": ["tampering"]}
+    assert "static gate to report global-state" in expect.unmet(accepted, static_check=True)
+    assert expect.unmet(accepted, static_check=False) == ""
+    sampled = {"stage": "ok", "rules": [], "passed": False, "flags": ["timed_output_mismatch:sampled"]}
+    assert adversarial.Expect(dynamic=("timed_output_mismatch",)).unmet(sampled, static_check=False) == ""
+    assert "show tampering" in expect.unmet(sampled, static_check=False)
+    twin = {"stage": "ok", "rules": [], "passed": True, "flags": [], "speedup": 0.1}
+    memo = adversarial.Expect(dynamic=("twin",))
+    assert memo.unmet(dict(twin, twin={"passed": True, "speedup": 0.1}), static_check=True) == ""
+    assert memo.unmet(dict(twin, twin={"passed": True, "speedup": 0.01}), static_check=True)  # it gained
+    assert memo.unmet(twin, static_check=True)  # no twin ran: nothing shows it gained nothing
+    assert adversarial.Expect().unmet(twin, static_check=True) == ""
+    assert adversarial.Expect().unmet(dict(twin, flags=["lower_precision"]), static_check=True)
+
+
 def test_candidates_sharing_an_extension_build_it_with_the_same_call():
     calls: dict[str, set[str]] = {}
     for entry in ENTRIES.values():
@@ -165,6 +227,7 @@ def test_naive_harness_runs_its_reference_on_a_replaced_operator(runs):
 def test_honest_candidate_passes_unflagged(name, runs):
     kevin = _kevin(name, runs)
     assert kevin["passed"] and kevin["flags"] == [] and not kevin["side_effects"], kevin
+    assert ENTRIES[name].expect.unmet(kevin, static_check=True) == "", kevin
 
 
 @pytest.mark.slow
@@ -173,15 +236,20 @@ def test_cheat_is_not_passed_and_leaves_nothing_behind(name, runs):
     kevin = _kevin(name, runs)
     assert not adversarial.gained(kevin), kevin  # not passed, or no faster than its honest twin
     assert not kevin["side_effects"], kevin
+    # ... and caught by the defence its Expect line names: the gate's rules, or with gate=none the
+    # dynamic check (this run took the same path as one with the gate off).
+    unmet = ENTRIES[name].expect.unmet(kevin, static_check=True)
+    assert not unmet, f"{name}: {unmet}; got {kevin}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name",
-    [_known(name, DYNAMIC_ONLY_MISSES) for name in CHEATS if adversarial.gate_rejects(ENTRIES[name])],
+    "name", [_known(name, DYNAMIC_ONLY_MISSES) for name in CHEATS if ENTRIES[name].expect.gate]
 )
 def test_dynamic_checks_alone_do_not_pass_a_cheat_the_gate_rejects(name, runs):
     # Blocked, or (a cheat whose kernel is honest once the trick is taken away) no faster than its
-    # honest twin: neutralised, as DESIGN.md §5 allows.
+    # honest twin: neutralised, as DESIGN.md §5 allows; and by the check its Expect line names.
     kevin = _kevin(name, runs, static_check=False)
     assert not adversarial.gained(kevin) and not kevin["side_effects"], kevin
+    unmet = ENTRIES[name].expect.unmet(kevin, static_check=False)
+    assert not unmet, f"{name}: {unmet}; got {kevin}"
