@@ -1,4 +1,5 @@
-"""`kevin eval-batch`: manifest reading, durable appends, resume, the table (fake evaluator)."""
+"""`kevin eval-batch`: manifest reading, durable appends, resume, the table (fake evaluator); and one
+run of the command through the real evaluator (cpp back end, slow)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,24 @@ def test_bundled_pairs_cover_every_bundled_task():
     for backend in ("cpp", "cuda"):
         pairs = bundled_pairs(backend)
         assert len(pairs) >= 12 and all(isinstance(p, Pair) and p.candidate.is_file() for p in pairs)
+
+
+@pytest.mark.slow
+def test_eval_batch_gives_real_verdicts_through_the_real_evaluator(cpp_matmul, tmp_path, capsys):
+    manifest = tmp_path / "pairs.jsonl"
+    rows = [
+        {"id": "right", "problem": str(cpp_matmul.problem), "candidate": str(cpp_matmul.honest)},
+        {"id": "wrong", "problem": str(cpp_matmul.problem), "candidate": str(cpp_matmul.wrong)},
+    ]
+    manifest.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "results.jsonl"
+    argv = ["eval-batch", "--manifest", str(manifest), "--out", str(out), "--backend", "cpp", "--quiet"]
+    argv += ["--cache-dir", str(cpp_matmul.cache), "--no-baseline-cache", "--timing-budget-ms", "100"]
+    assert main(argv) == 0
+    results = {row["id"]: row for row in map(json.loads, out.read_text().splitlines())}
+    right, wrong = EvalResult.from_dict(results["right"]), EvalResult.from_dict(results["wrong"])
+    assert right.stage == "ok" and right.passed and not right.flags, right.error + right.log
+    assert right.speedup > 0 and right.runtime_ms > 0 and right.baseline_ms > 0
+    assert wrong.stage == "correctness" and wrong.compiled and not wrong.correct, wrong.error + wrong.log
+    assert wrong.blame == "candidate" and "wrong output" in wrong.error
+    assert "1/2 correct" in capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""The evaluation service: backpressure, order, progress and device round-robin (fake evaluator)."""
+"""The evaluation service: backpressure, order, progress and device round-robin (fake evaluator); and
+one right and one wrong candidate through the real evaluator (cpp back end, slow)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from kevin.evaluator import service as service_module
 from kevin.evaluator.evaluate import EvalConfig
 from kevin.evaluator.result import EvalResult
 from kevin.evaluator.service import EvaluationService
+from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
 
 
@@ -78,3 +80,22 @@ def test_devices_are_used_round_robin(fake_evaluate):
 def test_bad_concurrency_is_an_error():
     with pytest.raises(ValueError, match="max_in_flight"):
         EvaluationService(EvalConfig(backend="cpp"), max_in_flight=0)
+
+
+@pytest.mark.slow
+def test_the_service_gives_real_verdicts_through_the_real_evaluator(cpp_matmul):
+    config = EvalConfig(
+        backend="cpp",
+        cache_dir=str(cpp_matmul.cache),
+        baseline_cache=False,
+        timing=TimingConfig(budget_ms=100, warmup_ms=10),
+    )
+    task = Task.from_source(cpp_matmul.problem.read_text(), id="B_05", name="05_matmul")
+    pairs = [(task, cpp_matmul.honest.read_text()), (task, cpp_matmul.wrong.read_text())]
+    with EvaluationService(config, max_in_flight=2) as service:
+        right, wrong = service.map(pairs)
+    assert service.progress() == {"submitted": 2, "finished": 2, "in_flight": 0}
+    assert right.stage == "ok" and right.passed and not right.flags, right.error + right.log
+    assert right.speedup > 0 and right.task_id == "B_05"
+    assert wrong.stage == "correctness" and wrong.compiled and not wrong.correct, wrong.error + wrong.log
+    assert wrong.blame == "candidate" and "wrong output" in wrong.error and wrong.feedback

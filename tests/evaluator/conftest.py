@@ -1,0 +1,36 @@
+"""Fixtures of the evaluator tests: a bundled cpp task with a right and a wrong candidate, for the
+tests that drive `kevin eval-batch` and `EvaluationService` through the real evaluator."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLED = REPO / "kevin" / "tasks" / "bundled"
+
+
+@pytest.fixture(scope="session")
+def cpp_matmul(tmp_path_factory) -> SimpleNamespace:
+    """The bundled 05_matmul task (small size) with its honest cpp candidate and a wrong one that
+    builds the very same extension but hands the kernel half of the inner dimension (the right
+    shape, the wrong sums), so one build serves both. `cache` is the build cache of the
+    adversarial corpus (bench/adversarial.py, default_cache), which its slow tests fill with this
+    very extension and which stays at one path across sessions (torch writes absolute paths into a
+    build): warm, neither candidate builds; cold, one ~45 s build on 2 cores. The tests switch
+    the baseline cache off, so the corpus's baselines there are never touched."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from adversarial import default_cache
+
+    honest = BUNDLED / "cpp" / "05_matmul.py"
+    text = honest.read_text()
+    call = "return _ext.matmul(a, b)"
+    assert call in text, f"{honest} changed: the wrong twin below needs its forward"
+    wrong = tmp_path_factory.mktemp("cpp_matmul") / "05_matmul_wrong.py"
+    wrong.write_text(text.replace(call, "return _ext.matmul(a[:, : a.shape[1] // 2], b[: b.shape[0] // 2])"))
+    return SimpleNamespace(
+        problem=BUNDLED / "tasks" / "05_matmul.py", honest=honest, wrong=wrong, cache=default_cache()
+    )
