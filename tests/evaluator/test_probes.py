@@ -1,7 +1,9 @@
-"""kevin.evaluator.probes pieces that need no GPU: reading streams out of a profile, the blocking flags."""
+"""kevin.evaluator.probes pieces that need no GPU: reading streams out of a profile, attributing device
+work to its launchers (fake profiler events), the library share over several calls, the blocking flags."""
 
 from __future__ import annotations
 
+import time
 import types
 
 from torch.autograd import DeviceType
@@ -43,6 +45,116 @@ def test_side_stream_blocks_the_score():
 
 
 
+class _Op(types.SimpleNamespace):
+    """A FunctionEvent as torch's profiler builds it: host operators carry their kernels' device
+    time as their own, and each kernel is also an event of its own, correlated to its launcher."""
+
+
+def _host(id_: int, name: str, parent=None, device_us: float = 0.0) -> _Op:
+    return _Op(
+        id=id_, name=name, cpu_parent=parent, device_type=DeviceType.CPU, linked_correlation_id=0,
+        time_range=types.SimpleNamespace(start=0.0, end=1.0), self_device_time_total=device_us,
+        self_cpu_time_total=1.0, cpu_time_total=1.0,
+    )  # fmt: skip
+
+
+def _kernel(name: str, launcher: _Op, us: float) -> _Op:
+    return _Op(
+        id=900 + launcher.id, name=name, cpu_parent=None, device_type=DeviceType.CUDA,
+        linked_correlation_id=launcher.id, time_range=types.SimpleNamespace(start=10.0, end=10.0 + us),
+        self_device_time_total=us, self_cpu_time_total=0.0, cpu_time_total=0.0,
+    )  # fmt: skip
+
+
+def _library_gemm_with_token_kernel() -> list[_Op]:
+    """torch.mm does the work (100 us); the candidate's own kernel is a token (5 us)."""
+    forward = _host(1, "kevin::ext::forward", device_us=5.0)
+    mm = _host(2, "aten::mm", parent=forward, device_us=100.0)
+    empty = _host(3, "aten::empty", parent=forward)
+    fill = _host(4, "aten::fill_", parent=forward, device_us=2.0)
+    return [
+        forward, mm, empty, fill,
+        _kernel("sm90_xmma_gemm_f32f32", mm, 100.0),
+        _kernel("token_kernel", forward, 5.0),
+        _kernel("vectorized_elementwise_kernel", fill, 2.0),
+        _kernel("Memcpy DtoD (Device -> Device)", forward, 50.0),
+    ]  # fmt: skip
+
+
+def test_device_work_is_counted_once_and_given_to_the_operator_that_launched_it():
+    # Regression (issue #14, H200): operator and kernel events were both summed, so a forward done
+    # by ATen topped out near a share of 0.5 and a token kernel beside torch.mm passed.
+    found = probes.attribute_device(_library_gemm_with_token_kernel())
+    assert found.library_us == 100.0 and found.custom_us == 5.0
+    assert found.allowed_us == 52.0  # the fill and the copy: not compute, not the candidate's
+    assert found.library_ops == {"aten::mm": 100.0}
+    assert found.share > probes.LIBRARY_SHARE_LIMIT
+
+
+def test_a_kernel_launched_inside_a_compute_operator_is_library_work_whatever_is_inside():
+    outer = _host(1, "aten::linear")
+    inner = _host(2, "aten::t", parent=outer)  # an allowed view, inside a compute operator
+    found = probes.attribute_device([outer, inner, _kernel("gemm", inner, 30.0)])
+    assert found.library_ops == {"aten::linear": 30.0} and found.custom_us == 0.0
+
+
+class _FakeProfile:
+    """torch.profiler.profile's stand-in: hands out the same events for every look."""
+
+    events_list: list = []
+
+    def __init__(self, activities):
+        self.profiler = types.SimpleNamespace()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def events(self):
+        return list(self.events_list)
+
+
+def test_the_cuda_trace_flags_a_token_kernel_beside_library_work(monkeypatch):
+    import torch.profiler
+
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile)
+    monkeypatch.setattr(_FakeProfile, "events_list", _library_gemm_with_token_kernel())
+    monkeypatch.setattr(probes, "current_stream_ids", lambda sync: set())
+    trace = probes.trace_forward(lambda: None, True, lambda: None, [])
+    assert "library_kernels" in trace["flags"], trace
+    assert trace["library_share"] > 0.9
+
+
+def test_the_share_is_over_several_calls_not_the_one_that_was_profiled():
+    """A forward that does its work in torch on odd calls and in its own code on even calls: one
+    profiled call (the second, after a discarded start-up call) saw only its own code."""
+    import torch
+
+    a = torch.rand(256, 256)
+    calls = [0]
+
+    def spin() -> None:  # the candidate's own work, ~0.2 ms of Python
+        end = time.perf_counter() + 2e-4
+        while time.perf_counter() < end:
+            pass
+
+    ext = types.SimpleNamespace(spin=spin)
+
+    def forward() -> None:
+        calls[0] += 1
+        if calls[0] % 2:
+            for _ in range(4):
+                torch.mm(a, a)
+        else:
+            ext.spin()
+
+    trace = probes.trace_forward(forward, False, lambda: None, [ext])
+    assert trace["traced_calls"] >= probes.TRACE_MIN_CALLS
+    assert "library_kernels" in trace["flags"], trace
+
+
 def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone():
     from kevin.evaluator.evaluate import EvalConfig, _out_of_memory_beside_others
 
@@ -61,7 +173,13 @@ def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone(
     assert not _out_of_memory_beside_others(shared, EvalConfig(backend="cpp"))
 
 
+def test_a_thread_that_ended_does_not_hide_one_the_candidate_started():
+    # Regression (session 7): the check compared counts, so a runner thread that ended while a slow
+    # build ran cancelled the candidate's own thread (3 before, 3 after) and extra_threads missed it.
+    from kevin.evaluator.worker.timed import thread_changes
 
-
-
-
+    before = {101: "python", 102: "pt_main_thread", 103: "kineto"}
+    after = {101: "python", 102: "pt_main_thread", 240: "python"}
+    changes = thread_changes(before, after)
+    assert changes["new"] == ["python"] and changes["gone"] == ["kineto"]
+    assert thread_changes(before, dict(before))["new"] == []

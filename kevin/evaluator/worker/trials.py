@@ -127,10 +127,9 @@ class TrialsStage:
 
     def trace_candidate(self, runner: RunnerHandle) -> None:
         try:
-            # Under the profiler, so with the first call's allowance.
-            reply = runner.request(
-                "trace", seed=self.trial_seed(0), deadline_s=call_deadline_s(self.reference_call_s, first=True)
-            )
+            # Several calls under the profiler: the first call's allowance for all of them.
+            deadline_s = call_deadline_s(self.reference_call_s * probes.TRACE_CALL_BUDGET, first=True)
+            reply = runner.request("trace", seed=self.trial_seed(0), deadline_s=deadline_s)
         except RunnerFailed as failed:
             raise failed.failure("runtime", during=self.stage_name) from None
         trace = reply.get("trace") if isinstance(reply.get("trace"), dict) else {}
@@ -138,7 +137,7 @@ class TrialsStage:
         self.flags.extend(f for f in flags if f in probes.TRACE_FLAGS)
         self.trace = {
             k: trace[k]
-            for k in ("library_share", "library_ops_us", "custom_us", "side_streams")
+            for k in ("library_share", "library_ops_us", "custom_us", "traced_calls", "side_streams")
             if k in trace
         }
 
