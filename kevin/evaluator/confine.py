@@ -606,6 +606,20 @@ def os_thread_count(pid: int | None = None) -> int:
     return len(os.listdir(f"/proc/{'self' if pid is None else pid}/task"))
 
 
+def os_threads(pid: int | None = None) -> dict[int, str]:
+    """OS threads of a process (this one when None): thread id -> its name (comm); a thread that
+    ends while this reads is left out."""
+    root = f"/proc/{'self' if pid is None else pid}/task"
+    names = {}
+    for tid in os.listdir(root):
+        try:
+            with open(f"{root}/{tid}/comm") as comm:
+                names[int(tid)] = comm.read().strip()
+        except OSError:
+            continue
+    return names
+
+
 _POLICIES = {
     0: "SCHED_OTHER",
     1: "SCHED_FIFO",

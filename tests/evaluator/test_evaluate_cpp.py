@@ -331,7 +331,7 @@ def test_patching_torch_in_the_candidates_process_does_not_reach_the_judges_inpu
 def test_thread_started_at_import_is_rejected(task, config):
     prelude = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
-    assert "extra_threads" in result.flags and not result.passed
+    assert "extra_threads" in result.flags and not result.passed, result.checks.get("runner_threads")
 
 
 # -- dynamic checks (kevin.evaluator.probes, kevin.evaluator.compare) ----------------------------------------------
@@ -633,7 +633,9 @@ def test_a_hang_while_timed_costs_seconds_not_the_stage_limit(task, config):
     later = candidate(
         "scale_relu",
         prelude="_calls = [0]\n",
-        body="        _calls[0] += 1\n        while _calls[0] > 12:\n            pass\n",
+        # Past the trials (7 calls) and the trace (at most probes.TRACE_CALL_BUDGET-ish calls plus
+        # the ones short calls add, < 90 in all): in the timed cycles, hundreds of calls.
+        body="        _calls[0] += 1\n        while _calls[0] > 200:\n            pass\n",
     )
     result = evaluate(task, later, _patient(config))
     assert result.stage == "timeout" and result.blame == "candidate", result.error

@@ -416,10 +416,11 @@ class RunnerHandle:
             self._failed_or_broken(reply, "an unexpected reply to STOP")
 
     # -- the end -------------------------------------------------------------------------------------
-    def thread_count(self) -> int | None:
-        """The runner's OS threads, read by the judge from /proc (native threads included)."""
+    def threads(self) -> dict[int, str] | None:
+        """The runner's OS threads (id -> name), read by the judge from /proc (native threads
+        included); None when it cannot be read."""
         try:
-            return confine.os_thread_count(self.pid)
+            return confine.os_threads(self.pid)
         except OSError:
             return None
 

@@ -192,7 +192,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         self.runner_ready(runner)
         try:
             self.overhead = self.calibrate(runner, "candidate")
-            self.threads_before = runner.thread_count()
+            self.threads_before = runner.threads()
             try:
                 self.state_before = runner.request("state")
             except RunnerFailed as failed:

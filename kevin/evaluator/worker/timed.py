@@ -173,10 +173,11 @@ class TimingStage:
 
     def after_candidate(self, runner: RunnerHandle) -> None:
         """What the candidate did to its own process, seen from here (threads) and reported by it."""
-        threads = runner.thread_count()
-        self.checks["runner_threads"] = {"before": self.threads_before, "after": threads}
-        if threads is not None and self.threads_before is not None and threads > self.threads_before:
-            self.flags.append("extra_threads")
+        before, after = self.threads_before, runner.threads()
+        if before is not None and after is not None:
+            self.checks["runner_threads"] = record = thread_changes(before, after)
+            if record["new"]:
+                self.flags.append("extra_threads")
         try:
             state = runner.request("state", deadline_s=CALL_FLOOR_S)
         except CallTimedOut as timed_out:
@@ -187,3 +188,13 @@ class TimingStage:
             self.flags.append("global_state_changed")
 
 
+def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, Any]:
+    """The runner's threads that started after the judge first listed them (before the candidate
+    loaded), and those that ended, by name. Compared by thread id, not by count: a thread of the
+    runner's that ended (a pool's idle timeout) must not hide one the candidate started."""
+    return {
+        "before": len(before),
+        "after": len(after),
+        "new": sorted(name for tid, name in after.items() if tid not in before),
+        "gone": sorted(name for tid, name in before.items() if tid not in after),
+    }
