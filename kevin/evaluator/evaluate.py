@@ -46,9 +46,10 @@ from kevin.tasks import Task
 BACKENDS = ("cuda", "cpp")
 PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
-TIMING_PROTOCOL = "judge-cycle/1"
+TIMING_PROTOCOL = "judge-cycle/2"
 """How baselines are measured (kevin.evaluator.worker.timed); part of the baseline cache key, so a
-baseline timed another way is never compared with a candidate timed this way."""
+baseline timed another way is never compared with a candidate timed this way. /2: torch's
+default CPU threads less one core (a cached /1 baseline of the same key ran on all of them)."""
 CANDIDATE_STAGES = ("compile", "correctness", "timing")
 """A deadline or memory blow-up in these stages is the candidate's; elsewhere it is ours."""
 
@@ -140,7 +141,8 @@ def evaluate(
     if config.static_check:
         rejected = _static_gate(candidate_source, config.backend)
         if rejected is not None:
-            result = EvalResult(stage="static_check", blame="candidate", error=rejected, **common)
+            blame, error = rejected
+            result = EvalResult(stage="static_check", blame=blame, error=error, **common)
             result.feedback = feedback.render(result)
             return result
     seed = config.seed if config.seed is not None else secrets.randbits(48)
@@ -378,17 +380,15 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
 
 
 
-def _static_gate(source: str, backend: str) -> str | None:
-    """The static gate's verdict: None when accepted, else the rejection text (rule and line)."""
-    from kevin import gate as checks
+def _static_gate(source: str, backend: str) -> tuple[str, str] | None:
+    """The static gate's verdict: None when accepted, else (blame, the rejection text: rule and
+    line). The gate fails closed: its own failure is a rejection blamed on the infrastructure."""
+    from kevin.gate import check_source
 
-    check_source = getattr(checks, "check_source", None)
-    if check_source is None:  # the gate is optional: absent, candidates go straight to the build
-        return None
     report = check_source(source, backend)
     if report.ok:
         return None
-    return "\n".join(f"line {v.line}: [{v.rule}] {v.message}" for v in report.violations)
+    return report.blame, "\n".join(f"line {v.line}: [{v.rule}] {v.message}" for v in report.violations)
 
 
 def _baseline_cache_file(task: Task, config: EvalConfig) -> Path:

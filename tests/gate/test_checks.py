@@ -456,3 +456,4 @@ def test_an_evaluation_behind_a_broken_gate_stops_at_the_gate(monkeypatch):
     task = Task.from_source("class Model: pass\n", id="gate_broken", name="gate_broken")
     result = evaluate(task, candidate("        return ext.f(x)"), EvalConfig(backend="cpp"))
     assert result.stage == "static_check" and not result.passed and "gate-error" in result.error
+    assert result.blame == "infrastructure"  # kevin's fault: a trainer drops the sample, no penalty
