@@ -542,6 +542,41 @@ def test_the_judge_keeps_a_core_so_a_multithreaded_baseline_is_timed_at_its_spee
     assert default.baseline_ms < 3.0 * one.baseline_ms, (default.baseline_timing, one.baseline_timing)
 
 
+def test_a_baseline_whose_timing_stays_dispersed_is_neither_scored_against_nor_cached(config):
+    """Issue #14 finding 3: baselines timed while the host was busy (median 19.7 ms, fastest call
+    0.025 ms) were cached and inflated every later speedup of their task. A reference that sleeps on
+    7 calls of 8 stands in for a disturbed host: its timing is dispersed on every attempt."""
+    from kevin.evaluator.evaluate import _baseline_cache_file
+
+    source = (DATA / "problem_scale_relu.py").read_text()
+    source = source.replace("import torch\n", "import time\n\nimport torch\n", 1)
+    source = source.replace(
+        "        return torch.relu(x * self.scale)",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        "        if self.calls % 8:\n"
+        "            time.sleep(0.004)\n"
+        "        return torch.relu(x * self.scale)",
+    )
+    disturbed = Task.from_source(source, id="scale_relu_disturbed", name="scale_relu_disturbed")
+    cached = _baseline_cache_file(disturbed, config)
+    result = evaluate(disturbed, candidate("scale_relu"), config)
+    assert result.stage == "runtime" and result.blame == "infrastructure", (result.stage, result.error)
+    assert "dispersed" in result.error and result.speedup is None and not result.passed
+    assert not cached.exists()
+
+
+def test_the_dispersion_rule_separates_a_disturbed_timing_from_honest_noise():
+    from kevin.evaluator.timing import dispersed, summarize
+
+    def stats(median: float, fastest: float):
+        return summarize([fastest] + [median] * 20, [median] * 21, "judge_cycle")
+
+    assert dispersed(stats(19.7, 0.025)) and dispersed(stats(4.2, 0.29))  # seen: a busy host
+    assert not dispersed(stats(0.29, 0.118))  # a 2-core VM's honest spread
+    assert not dispersed(stats(1.02, 0.98))  # the H200's
+    assert not dispersed(stats(0.007, 0.001))  # a 7 us kernel's jitter: under the absolute floor
+
+
 def test_cpu_threads_leave_the_judge_a_core_unless_asked():
     from kevin.evaluator.worker.support import cpu_threads
 

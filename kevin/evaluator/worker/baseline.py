@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import devlock
+from kevin.evaluator import devlock, timing
 from kevin.evaluator.worker.handle import RunnerFailed
 from kevin.evaluator.worker.support import Failure
 
@@ -60,13 +60,24 @@ class BaselineStage:
                 ) from None
             with self.device_section("baseline", exclusive=True):
                 try:
-                    record = self.time_model(runner, overhead, "baseline")
+                    record, dispersed = self.time_steadily(runner, overhead, "baseline")
                 except Failure as failure:
                     failure.fields["blame"] = "infrastructure"
                     raise
         finally:
             runner.kill()
-        return self.timing_stats(record, overhead, flag=False)
+        stats = self.timing_stats(record, overhead, flag=False)
+        if dispersed:
+            # Scored against, it would hand the candidate the disturbance as speedup; cached, every
+            # later evaluation of the task too. Not the candidate's doing: the sample is dropped.
+            raise Failure(
+                "runtime",
+                f"the reference's timing stayed dispersed over {timing.TIMING_ATTEMPTS} attempts (median "
+                f"{stats['median_ms']:.4g} ms, fastest call {stats['min_ms']:.4g} ms): the host or device "
+                "was busy elsewhere; evaluate again when it is quieter",
+                blame="infrastructure",
+            )
+        return stats
 
 
 def late_baseline(path: str | None) -> dict[str, Any]:

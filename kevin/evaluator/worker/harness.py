@@ -205,7 +205,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             with self.device_section("correctness", exclusive=False):
                 self.check_trials(runner)
             with self.device_section("timing", exclusive=True):
-                record = self.time_model(runner, self.overhead)
+                record, _ = self.time_steadily(runner, self.overhead)
             self.after_candidate(runner)
         finally:
             left = runner.kill()
