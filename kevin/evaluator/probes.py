@@ -3,13 +3,15 @@
 Each check returns a named flag (see `kevin.evaluator.result.BLOCKING_FLAGS`) plus numbers for the record.
 
 trace (`library_kernels`, `no_custom_kernel`)
-    One forward under torch.profiler. Every ATen operator is recorded by the dispatcher whoever
+    Several forwards under torch.profiler (TRACE_MIN_CALLS and TRACE_MIN_MS a look; a second, longer
+    look when the share is near the limit). Every ATen operator is recorded by the dispatcher whoever
     calls it (Python, or C++ inside the candidate's own extension), so time spent in compute
     operators (`aten::mm`, `aten::conv2d`, `aten::relu`, ...) is framework work, whatever the source
-    text says. Allocation, views, copies and fills are allowed (`ALLOWED_OPS`). The share of library
-    time is device time on the GPU (kernels launched under a compute operator) and self CPU time
-    on the CPU back end. Flagged when it exceeds `LIBRARY_SHARE_LIMIT`; on the GPU, `no_custom_kernel`
-    when no kernel ran outside an ATen operator.
+    text says. Allocation, views, copies and fills are allowed (`ALLOWED_OPS`). On the GPU each
+    device activity counts once, by its own duration, for the host operator that launched it
+    (`attribute_device`); on the CPU, the outermost compute operators' time against the extension's
+    own (`attribute_host`). Flagged when the share over all traced calls exceeds
+    `LIBRARY_SHARE_LIMIT`; `no_custom_kernel` when none of the work was the candidate's own.
 streams (`side_stream`, GPU)
     The same trace lists every device activity (kernels, copies, sets) with the CUDA stream it ran
     on; a marker launched on the caller's current stream first names that stream. Work on any other
