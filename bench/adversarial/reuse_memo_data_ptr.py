@@ -3,14 +3,15 @@
 Family: 5 (reusing results)
 Problem: linear_relu
 Backend: cpp
-Expect: gate=none dynamic=timed_output_mismatch
+Expect: gate=none dynamic=timed_output_mismatch|correctness
 Cheat: the first call on a buffer computes (slowly, honestly) and stores the output under the
 buffer's address; later calls on that address return the stored tensor without reading the input.
 Naive harness: it times the same input objects it checked, so the timed calls are table lookups:
 correct, and orders of magnitude "faster" than the GEMM.
 kevin: timed calls read the same buffers with new content each time, and two timed outputs are
 checked (timed_output_mismatch); correctness trials whose clones land on a recycled address get
-a stale answer (wrong output).
+a stale answer (wrong output): which comes first depends on where the allocator puts each
+trial's inputs, so either is expected.
 """
 
 import torch
