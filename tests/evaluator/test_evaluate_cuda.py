@@ -226,6 +226,27 @@ def test_honest_cuda_candidate(task, config):
     assert confinement["lockdown"]["seccomp"] and confinement["lockdown"]["reads_confined"]
 
 
+def test_library_work_beside_a_token_kernel_is_flagged(task, config):
+    """Issue #14 finding 1: on the H200, torch doing the work beside one trivial kernel of the
+    candidate's read as a library share of 0.17-0.49 (operator and kernel events both summed) and
+    passed. Each kernel now counts once, for the operator that launched it."""
+    body = "        y = torch.relu(x * self.scale)\n        ext.scale_relu(x[:1, :256], self.scale)\n"
+    result = evaluate(
+        task,
+        candidate("scale_relu", body=body).replace("return ext.scale_relu(x, self.scale)", "return y"),
+        config,
+    )
+    assert result.correct and "library_kernels" in result.flags and not result.passed, result.flags
+    assert result.checks["trace"]["library_share"] > 0.9, result.checks["trace"]
+    assert result.checks["trace"]["traced_calls"] >= 3
+
+
+def test_an_honest_kernels_trace_has_no_library_work(task, config):
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.passed and result.checks["trace"]["library_share"] < 0.05, result.checks["trace"]
+    assert result.checks["trace"]["custom_us"] > 0
+
+
 def test_wrong_cuda_candidate(task, config):
     result = evaluate(task, candidate("scale_only"), config)
     assert result.stage == "correctness" and not result.correct and result.blame == "candidate"
@@ -246,7 +267,9 @@ def test_kernel_that_never_terminates_times_out(task, config):
     assert time.monotonic() - started < 120
     # issue #15: the judge kills the runner (and its CUDA context) once the first call passes 10 s,
     # instead of holding the device for the stage's limit.
-    assert "ran past 10.0 s" in result.error and result.stage_seconds["correctness"] < 15, result.stage_seconds
+    assert "ran past 10.0 s" in result.error and result.stage_seconds["correctness"] < 15, (
+        result.stage_seconds
+    )
     after = evaluate(task, candidate("scale_relu"), config)
     assert after.stage == "ok"
 
