@@ -636,6 +636,33 @@ def test_a_baseline_cached_while_an_evaluation_ran_is_used_not_timed_again(task,
     assert second.baseline_ms is not None and second.speedup is not None
 
 
+def test_a_cached_baseline_timed_under_other_conditions_is_timed_again(task, config):
+    """Issue #14 finding 3: a baseline cached from a busy moment served every later evaluation of
+    its task. One whose clean overhead disagrees with this evaluation's is timed again, here."""
+    import json
+
+    from kevin.evaluator.evaluate import _baseline_cache_file, _write_baseline
+
+    cached = _baseline_cache_file(task, config)
+    busy = {"median_ms": 50.0, "min_ms": 49.0, "wall_median_ms": 60.0, "wall_min_ms": 59.0,
+            "overhead_ms": 10.0, "clock": "judge_cycle"}  # fmt: skip
+    _write_baseline(cached, {"eager": busy}, "cpu")
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.passed and "baseline" in result.stage_seconds, result.error
+    assert result.checks["baseline_recheck"][0]["cached_overhead_ms"] == 10.0
+    assert result.baseline_ms < 10.0 and result.speedup < 20, (result.baseline_ms, result.speedup)
+    rewritten = json.loads(cached.read_text())["stats"]["eager"]
+    assert rewritten["overhead_ms"] < 1.0 and rewritten["median_ms"] == result.baseline_ms
+
+
+def test_overheads_match_within_a_factor_or_a_floor():
+    from kevin.evaluator.worker.baseline import overheads_match
+
+    assert overheads_match(0.2, 0.25) and overheads_match(0.03, 0.07)  # H200 drift; CPU jitter
+    assert not overheads_match(10.0, 0.07) and not overheads_match(0.2, 0.9)
+    assert overheads_match(None, 0.2)  # nothing cached to compare with
+
+
 def test_concurrent_evaluations_of_one_task_time_its_baseline_once(task, config):
     from concurrent.futures import ThreadPoolExecutor
 

@@ -3,7 +3,9 @@ never loads a candidate, by the same cycles and the same clock as the candidate'
 
 Evaluations of one task take the task's baseline lock in turn (held until this process dies, after
 the parent has cached what this one timed), so a task's baseline is timed once however many run at
-once. Only the parent writes the cache, and only from an evaluation that passed.
+once. Only the parent writes the cache, and only from an evaluation that passed. A cached baseline
+serves only when its clean overhead matches this evaluation's (`overheads_match`): matched
+conditions, at no extra GPU time.
 
 Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
 """
@@ -18,11 +20,26 @@ from kevin.evaluator import devlock, timing
 from kevin.evaluator.worker.handle import RunnerFailed
 from kevin.evaluator.worker.support import Failure
 
+OVERHEAD_MISMATCH_RATIO = 2.0
+OVERHEAD_MISMATCH_FLOOR_MS = 0.05
+"""A cached baseline is used only under the conditions it was timed in: its clean cycle overhead
+(refill, flush, signalling, measured by the same empty cycles in a clean runner) and this
+evaluation's must agree within this factor, or differ by less than the floor. A host or device that
+was busy when the baseline was timed (or is now) shows in the overhead first; the baseline is then
+timed again here, and the parent caches the new one."""
+
+
+def overheads_match(cached_ms: float | None, now_ms: float | None) -> bool:
+    if not cached_ms or not now_ms:
+        return True  # nothing to compare with (a cache written before overheads were kept)
+    low, high = sorted((cached_ms, now_ms))
+    return high <= OVERHEAD_MISMATCH_RATIO * low or high - low < OVERHEAD_MISMATCH_FLOOR_MS
+
 
 class BaselineStage:
     def baseline(self) -> dict[str, Any]:
         job = self.job
-        baseline = dict(job.get("baseline_cached") or {})
+        baseline = self.matched(dict(job.get("baseline_cached") or {}), "cache")
         wanted = ["eager"] + (["compile"] if job.get("compile_baseline") else [])
         if all(k in baseline for k in wanted):
             return baseline
@@ -30,12 +47,26 @@ class BaselineStage:
         if lock_file:
             self.stage("wait_gpu")
             devlock.hold(lock_file)
-        baseline = dict(late_baseline(job.get("baseline_cache_file")) or baseline)
+        baseline = self.matched(dict(late_baseline(job.get("baseline_cache_file")) or baseline), "late cache")
         if "eager" not in baseline:
             baseline["eager"] = self.time_reference(compiled=False)
         if job.get("compile_baseline") and "compile" not in baseline:
             baseline["compile"] = self.time_reference(compiled=True)
         return baseline
+
+    def matched(self, baseline: dict[str, Any], source: str) -> dict[str, Any]:
+        """`baseline` less the timings whose clean overhead disagrees with this evaluation's."""
+        now_ms = self.overhead.get("cycle_ms")
+        kept = {}
+        for kind, stats in baseline.items():
+            cached_ms = stats.get("overhead_ms") if isinstance(stats, dict) else None
+            if overheads_match(cached_ms, now_ms):
+                kept[kind] = stats
+            else:
+                self.checks.setdefault("baseline_recheck", []).append(
+                    {"source": source, "kind": kind, "cached_overhead_ms": cached_ms, "overhead_ms": round(now_ms, 4)}
+                )
+        return kept
 
     def time_reference(self, compiled: bool) -> dict[str, Any]:
         """The reference (eager, or under torch.compile) in a fresh runner: calibrated while clean,

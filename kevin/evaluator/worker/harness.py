@@ -87,6 +87,8 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         self.booted_runner = runner
         """The candidate's runner when it was launched before the job (`launch_runner` in boot_up)."""
         self.runners_started = 1 if runner is not None else 0
+        self.overhead: dict[str, Any] = {}
+        """The candidate's runner's clean cycle overhead and fetch time (`calibrate`)."""
         self.reference_call_s = float("inf")
         """The reference's fastest call on a trial's inputs (set by the trials): the per-call deadline."""
         self.torch = torch
