@@ -218,7 +218,14 @@ def attribute_device(events: Any) -> Attribution:
     from torch.autograd import DeviceType
 
     events = list(events)
-    launchers = {e.id: e for e in events if e.device_type == DeviceType.CPU}
+    # Host operators are the events linked to nothing (as torch's own pairing reads them); runtime
+    # calls (cudaLaunchKernel) are linked to their operator and number their ids in CUDA's own
+    # correlation space, which may collide with the operators'.
+    launchers = {
+        e.id: e
+        for e in events
+        if e.device_type == DeviceType.CPU and not getattr(e, "linked_correlation_id", 0)
+    }
     found = Attribution()
     for event in events:
         if event.device_type != DeviceType.CUDA:

@@ -91,6 +91,15 @@ def test_device_work_is_counted_once_and_given_to_the_operator_that_launched_it(
     assert found.share > probes.LIBRARY_SHARE_LIMIT
 
 
+def test_a_runtime_call_whose_id_collides_with_an_operators_is_not_taken_for_the_launcher():
+    forward = _host(7, "kevin::ext::forward")
+    launch = _host(5, "cudaLaunchKernel")  # CUDA's correlation space: its own 5, linked to op 5
+    launch.linked_correlation_id = 5
+    mm = _host(5, "aten::mm", parent=forward)
+    found = probes.attribute_device([mm, forward, _kernel("gemm", mm, 40.0), launch])
+    assert found.library_ops == {"aten::mm": 40.0}
+
+
 def test_a_kernel_launched_inside_a_compute_operator_is_library_work_whatever_is_inside():
     outer = _host(1, "aten::linear")
     inner = _host(2, "aten::t", parent=outer)  # an allowed view, inside a compute operator
