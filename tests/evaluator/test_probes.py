@@ -191,4 +191,8 @@ def test_a_thread_that_ended_does_not_hide_one_the_candidate_started():
     after = {101: "python", 102: "pt_main_thread", 240: "python"}
     changes = thread_changes(before, after)
     assert changes["new"] == ["python"] and changes["gone"] == ["kineto"]
-    assert thread_changes(before, dict(before))["new"] == []
+    assert changes["started"] == ["python"]
+    assert thread_changes(before, dict(before))["started"] == []
+    # A tool thread replaced by one of the same name (a profiling session's own) is not the candidate's.
+    churned = {101: "python", 102: "pt_main_thread", 300: "kineto"}
+    assert thread_changes(before, churned)["started"] == []

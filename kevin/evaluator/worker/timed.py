@@ -25,6 +25,7 @@ Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import Any
 
 from kevin.evaluator import probes, timing
@@ -191,7 +192,7 @@ class TimingStage:
         before, after = self.threads_before, runner.threads()
         if before is not None and after is not None:
             self.checks["runner_threads"] = record = thread_changes(before, after)
-            if record["new"]:
+            if record["started"]:
                 self.flags.append("extra_threads")
         try:
             state = runner.request("state", deadline_s=CALL_FLOOR_S)
@@ -205,11 +206,11 @@ class TimingStage:
 
 def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, Any]:
     """The runner's threads that started after the judge first listed them (before the candidate
-    loaded), and those that ended, by name. Compared by thread id, not by count: a thread of the
-    runner's that ended (a pool's idle timeout) must not hide one the candidate started."""
-    return {
-        "before": len(before),
-        "after": len(after),
-        "new": sorted(name for tid, name in after.items() if tid not in before),
-        "gone": sorted(name for tid, name in before.items() if tid not in after),
-    }
+    loaded) and those that ended, by name; `started`: the new ones not matched by an ended one of the
+    same name (a profiling session may replace a tool thread of its own). Compared by thread id,
+    not by count: a runner thread that ended (say, a pool's idle timeout) must not hide one the
+    candidate started."""
+    new = sorted(name for tid, name in after.items() if tid not in before)
+    gone = sorted(name for tid, name in before.items() if tid not in after)
+    started = sorted((Counter(new) - Counter(gone)).elements())
+    return {"before": len(before), "after": len(after), "new": new, "gone": gone, "started": started}
