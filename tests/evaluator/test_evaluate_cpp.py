@@ -658,8 +658,9 @@ def test_a_cached_baseline_timed_under_other_conditions_is_timed_again(task, con
 def test_overheads_match_within_a_factor_or_a_floor():
     from kevin.evaluator.worker.baseline import overheads_match
 
-    assert overheads_match(0.2, 0.25) and overheads_match(0.03, 0.07)  # H200 drift; CPU jitter
-    assert not overheads_match(10.0, 0.07) and not overheads_match(0.2, 0.9)
+    assert overheads_match(0.2, 0.25) and not overheads_match(0.2, 0.9)  # the GPU's spinning
+    assert overheads_match(0.029, 0.114, "block")  # the CPU back end's socket, quiet
+    assert not overheads_match(10.0, 0.07, "block")  # a busy moment
     assert overheads_match(None, 0.2)  # nothing cached to compare with
 
 
