@@ -8,6 +8,7 @@ below it (import-linter contracts in pyproject.toml hold this in CI):
     kevin.evaluator  the reward: sandboxed build, checks, timing, EvalResult, services, batch
     kevin.rl         prompts, candidate parsing, multi-turn episodes, credit, metrics
     kevin.train      the GRPO trainer: policies, loss, learner, loop
+    kevin.search     a policy at test time: `kevin bench` (Table 1, by turn, resumable), compare
     kevin.cli        the `kevin` command (top); kevin.errors is shared by all
 
 `kevin.service` and `kevin.ray_service` are kept as aliases of their kevin.evaluator modules.

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kevin.train.family",
     "kevin.train.sft",
     "kevin.train.cli",
+    "kevin.search.commands",
 )
 
 

@@ -9,7 +9,8 @@ Public names: `kevin.rl.env` (`Policy`, `StreamingPolicy`, `Evaluator`, `Samplin
 `EpisodeConfig`, `Turn`, `Trajectory`, `run_episodes`, `stream_completions`, `in_prompt_order`,
 `assign_credit`), `kevin.rl.reward` (`kernel_score`, `score_result`, `discounted_returns`,
 `group_advantages`, `credit`), `kevin.rl.prompts`, `kevin.rl.candidate` (`parse_completion`),
-`kevin.rl.episodes` (`write_episodes`, `read_episodes`), `kevin.rl.metrics` (`kevin metrics`).
+`kevin.rl.episodes` (`write_episodes`, `read_episodes`), `kevin.rl.metrics` (`kevin metrics`),
+`kevin.rl.replay` (`ReplayPolicy`, `read_records`: recorded completions as a policy).
 
 Layer rules: imports kevin.evaluator (the result contract and the evaluation entry points),
 kevin.tasks and kevin.errors; never kevin.train, kevin.search or kevin.cli. It does not tokenize,

@@ -1,0 +1,199 @@
+"""`kevin bench` and `kevin bench compare`.
+
+    kevin bench (--replay RECORDS | --base-url URL --model NAME [--api-key-env VAR]) [--out DIR]
+                [--trajectories N] [--turns T] [task selection] [--split paper|seeded|FILE [--part]]
+                [evaluation options]
+    kevin bench compare RUN_A RUN_B [--out FILE]
+
+The policy is a replay of recorded completions (kevin.rl.replay) or a model behind an
+OpenAI-compatible server (kevin.train.policy_http; the key is read from the environment variable
+named by --api-key-env, never from a flag). Tasks: the shared selection options (bundled tasks by
+default), optionally one part of a split as `kevin train` makes it. Evaluation: the real evaluator
+(kevin.evaluator.service), cpp on a CPU and cuda on a GPU unless --backend says otherwise.
+Run it again with the same --out to resume. Exit codes: 0 done, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kevin.errors import UsageError
+from kevin.evaluator.commands import add_eval_options
+from kevin.tasks import (
+    Task,
+    add_selection_arguments,
+    split_from_file,
+    split_paper,
+    split_seeded,
+    tasks_from_args,
+)
+
+SPLITS = ("none", "paper", "seeded")
+
+
+def select_bench_tasks(args: argparse.Namespace) -> list[Task]:
+    """The selected tasks, or one part of a split of them."""
+    tasks = tasks_from_args(args)
+    if args.split == "none":
+        return tasks
+    if args.split == "paper":
+        split = split_paper(tasks, seed=args.split_seed)
+    elif args.split == "seeded":
+        split = split_seeded(tasks, seed=args.split_seed)
+    else:
+        split = split_from_file(tasks, args.split)
+    chosen = list(split.holdout if args.part == "holdout" else split.train)
+    if not chosen:
+        raise UsageError(f"the {args.part} part of split {args.split!r} is empty; select more tasks")
+    return chosen
+
+
+def build_policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """(policy, its description for config.json)."""
+    if bool(args.replay) == bool(args.base_url):
+        raise UsageError("give exactly one policy: --replay RECORDS, or --base-url URL with --model NAME")
+    if args.replay:
+        from kevin.rl.replay import ReplayPolicy
+
+        policy = ReplayPolicy.from_file(args.replay, step=args.replay_step)
+        return policy, {
+            "kind": "replay",
+            "records": str(Path(args.replay).resolve()),
+            "step": args.replay_step,
+        }
+    if not args.model:
+        raise UsageError("--base-url needs --model: the model name the server serves")
+    if args.api_key_env and not os.environ.get(args.api_key_env):
+        raise UsageError(f"--api-key-env {args.api_key_env}: that environment variable is not set or empty")
+    from kevin.train.policy_http import HTTPPolicy
+
+    policy = HTTPPolicy(
+        args.base_url,
+        args.model,
+        api_key_env=args.api_key_env or "",
+        concurrency=args.concurrency,
+        vllm_fields=not args.no_vllm_fields,
+    )
+    return policy, {"kind": "http", "base_url": args.base_url, "model": args.model}
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from kevin.evaluator.commands import config_from_args
+    from kevin.search.bench import BenchConfig, run_bench
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (got {args.jobs})")
+    tasks = select_bench_tasks(args)
+    policy, policy_description = build_policy(args)
+    eval_config = config_from_args(args)
+    try:
+        config = BenchConfig(
+            trajectories=args.trajectories,
+            turns=args.turns,
+            backend=eval_config.backend,
+            temperature=args.temperature,
+            max_completion_tokens=args.max_tokens,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    evaluator_description = {
+        key: getattr(eval_config, key)
+        for key in ("backend", "precision", "trials", "atol", "rtol", "static_check", "compile_baseline")
+    }
+    evaluator_description["timing_budget_ms"] = args.timing_budget_ms
+    run_dir = Path(args.out) if args.out else Path("runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kevin.rl.env").setLevel(logging.INFO)  # one line per turn: the progress within a batch
+
+    from kevin.evaluator.service import EvaluationService
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+
+    with EvaluationService(eval_config, max_in_flight=args.jobs) as evaluator:
+        run_bench(
+            tasks,
+            policy,
+            evaluator,
+            config,
+            run_dir,
+            describe={"policy": policy_description, "evaluator": evaluator_description},
+            tasks_per_batch=args.tasks_per_batch,
+            out=out,
+        )
+    return 0
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    from kevin.search.report import compare, load_run
+
+    text = compare(load_run(args.run_a), load_run(args.run_b), name_a=args.run_a, name_b=args.run_b)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 0
+
+
+def register_commands(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="run a policy over tasks (N trajectories x T turns) and report the paper's Table 1; compare runs",
+        description="Run a policy (replayed completions or an OpenAI-compatible server) over a task set "
+        "through the real evaluator into a resumable run directory: episodes.jsonl, metrics.json, "
+        "metrics.md, curves.png. 'kevin bench compare RUN_A RUN_B' sets two runs side by side.",
+    )
+    policy = parser.add_argument_group("policy (exactly one of --replay, --base-url)")
+    policy.add_argument(
+        "--replay", metavar="RECORDS", help="JSONL of recorded completions, or a run directory"
+    )
+    policy.add_argument(
+        "--replay-step", type=int, default=None, help="the step to replay from a training run"
+    )
+    policy.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    policy.add_argument("--model", help="model name the server serves")
+    policy.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    policy.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
+    policy.add_argument("--no-vllm-fields", action="store_true", help="send only standard OpenAI fields")
+    episodes = parser.add_argument_group("episodes")
+    episodes.add_argument(
+        "--trajectories", type=int, default=16, help="parallel trajectories per task (default 16)"
+    )
+    episodes.add_argument("--turns", type=int, default=8, help="refinement turns per trajectory (default 8)")
+    episodes.add_argument("--temperature", type=float, default=0.9)
+    episodes.add_argument("--max-tokens", type=int, default=16384, help="most tokens per completion")
+    episodes.add_argument(
+        "--tasks-per-batch", type=int, default=8, help="tasks whose turns go to the policy together"
+    )
+    selection = parser.add_argument_group("tasks")
+    add_selection_arguments(selection)
+    selection.add_argument(
+        "--split", default="none", metavar="NAME", help="none (default), paper, seeded, or a split JSON file"
+    )
+    selection.add_argument(
+        "--part", choices=("holdout", "train"), default="holdout", help="which part of --split"
+    )
+    selection.add_argument("--split-seed", type=int, default=0, help="seed of the paper and seeded splits")
+    evaluation = parser.add_argument_group("evaluation")
+    add_eval_options(evaluation)
+    evaluation.add_argument("--jobs", type=int, default=4, help="evaluations at once (default 4)")
+    parser.add_argument(
+        "--out", metavar="DIR", help="run directory (default runs/bench-<time>); reuse it to resume"
+    )
+    parser.set_defaults(run=_run_bench)
+
+    commands = parser.add_subparsers(dest="bench_command", metavar="compare", parser_class=type(parser))
+    compare = commands.add_parser(
+        "compare",
+        help="two bench runs' metrics side by side, with differences (markdown)",
+        description="Table 1 of RUN_A and RUN_B side by side, B - A, overall and by number of turns.",
+    )
+    compare.add_argument("run_a", metavar="RUN_A", help="a kevin bench run directory")
+    compare.add_argument("run_b", metavar="RUN_B", help="another one")
+    compare.add_argument("--out", metavar="FILE", help="also write the markdown here")
+    compare.set_defaults(run=_run_compare)
