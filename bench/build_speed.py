@@ -14,15 +14,23 @@ candidates (tests/evaluator/test_fastbuild.py, the bundled set, bench/eval_throu
     python bench/build_speed.py --backend cuda --out bench/results/h200/build_speed \
         --plain-jobs 16            # plain builds 16 at a time (they take ~60 s each)
 
+    python bench/build_speed.py --backend cuda --extra throughput --extra build_coverage \
+        --out bench/results/h200/build_coverage --plain-jobs 0   # the fast path's share of more candidates
+
+The summary reports the share of cold builds that took the fast path and why the others fell back
+(bench/build_coverage.py measures the same share on a CPU, compiling only).
+
 Kevin's cold builds run one at a time (the latency a single evaluation sees) unless --jobs is set.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures as futures
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -100,10 +108,18 @@ def run_child(mode: str, cache: Path, kwargs_file: Path) -> dict:
     return {"ok": False, "seconds": float("nan"), "error": (done.stdout + done.stderr)[-400:]}
 
 
-def candidates(backend: str) -> list[Path]:
+EXTRA = {
+    "throughput": "bench/candidates/throughput/l*.py",
+    "build_coverage": "bench/candidates/build_coverage/*.py",
+}
+
+
+def candidates(backend: str, extra: list[str] | None = None) -> list[Path]:
     if backend == "cuda":
         files = sorted((ROOT / "kevin/tasks/bundled/cuda").glob("[0-9]*.py"))
         files += sorted((ROOT / "bench/candidates/kernelbench_l1").glob("*.py"))
+        for name in extra or []:
+            files += sorted(ROOT.glob(EXTRA[name]))
     else:
         files = sorted((ROOT / "kevin/tasks/bundled/cpp").glob("[0-9]*.py"))
     return files
@@ -127,6 +143,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--jobs", type=int, default=1, help="kevin cold builds at once (default 1: latency)")
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument(
+        "--extra", action="append", choices=sorted(EXTRA), help="more candidates (cuda; repeatable)"
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     return parser.parse_args(argv)
 
@@ -187,10 +206,19 @@ def summarize(rows: list[dict], args: argparse.Namespace, plain_wall: float, shi
     hit = [r["kevin_hit"]["seconds"] for r in rows]
     plain = [r["plain"]["seconds"] for r in rows if "plain" in r]
     fast = sum(bool(r["kevin_cold"].get("fast")) for r in rows)
+    # Why the others fell back, most common first (a candidate that fails to compile falls back too:
+    # its errors must come from the real build).
+    reasons = collections.Counter(
+        re.sub(r"\(\d+\)|:\d+(:\d+)?", "", r["kevin_cold"].get("fallback", "") or "(none given)")[:120]
+        for r in rows
+        if not r["kevin_cold"].get("fast")
+    )
     return {
         "backend": args.backend,
         "candidates": len(rows),
         "fast_path": fast,
+        "fast_path_share": fast / len(rows) if rows else float("nan"),
+        "fallback_reasons": dict(reasons.most_common(10)),
         "kevin_cold_median_s": percentile(cold, 50),
         "kevin_cold_p90_s": percentile(cold, 90),
         "kevin_hit_median_s": percentile(hit, 50),
@@ -239,7 +267,7 @@ def write(out: Path, lines: list[str], summary: dict, rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    files = candidates(args.backend)[: args.limit or None]
+    files = candidates(args.backend, args.extra)[: args.limit or None]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kevin-build-speed-"))
     args.out.mkdir(parents=True, exist_ok=True)
     rows = capture_all(files, work)

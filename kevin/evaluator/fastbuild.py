@@ -7,7 +7,10 @@ of that API. So kevin first tries a fast build of the very same sources:
 
 * the include path starts with `kevin/evaluator/native/lite`, whose `torch/extension.h`, `torch/types.h`,
   `ATen/cuda/CUDAContext.h`, `c10/cuda/*.h`, ... declare that sliver (at::Tensor with the real
-  layout, factories, TORCH_CHECK, AT_DISPATCH_*, streams, guards) and forward each operation to a
+  layout, factories, TORCH_CHECK, AT_DISPATCH_* including the _AND_HALF / _AND / _AND2 / _AND3
+  forms, at::Half and at::BFloat16 with torch's conversions and arithmetic, the CUDA half and
+  bfloat16 headers, accessors and packed accessors, acc_type / opmath_type, streams, guards,
+  device properties) and forward each operation to a
   shim built once per toolchain with the real headers (`kevin/evaluator/native/shim.cpp`); torch's own
   include directories are removed, so the two never mix;
 * instead of a pybind11 module per candidate, `main.cpp` ends with one small C thunk per bound
@@ -31,8 +34,11 @@ computes is the candidate's own code plus torch's, through the shim.
 
 What this does not cover (it falls back instead): functions not declared with simple types
 (Tensor, floating, integral, bool; returning those, void or std::vector<Tensor>), more than 16
-arguments, overloads, `no_implicit_headers`, non-Python-module builds, half/bfloat16 C++ types,
-tensor accessors and tensor arithmetic in C++. Known differences of a fast-built module: its
+arguments, overloads, a PYBIND11_MODULE block written in cpp_sources instead of `functions=`,
+`no_implicit_headers`, non-Python-module builds, torch operators called from C++ (torch::relu,
+tensor arithmetic, matmul: anything the shim does not forward), complex types, item<Half>, cuBLAS
+and the other CUDA libraries' handles. bench/build_coverage.py measures what our candidate corpora
+lose to these (bench/results/build_coverage_cpu.md). Known differences of a fast-built module: its
 functions are `functools.partial` objects rather than pybind11 builtins, and a call with wrong
 argument types raises a TypeError worded differently from pybind11's.
 
@@ -546,18 +552,9 @@ def run_killable(
     return process.returncode, output.decode(errors="replace")
 
 
-def compile_library(
-    plan: Plan,
-    directory: Path,
-    shim_path: Path,
-    timeout: float | None = None,
-    overrides: dict[str, str] | None = None,
-) -> Path:
-    """Build `plan` in (a fresh) `directory` with the light headers, linked to the shim at
-    `shim_path`; nothing is loaded. The library's path, or FastBuildFailed / NotEligible."""
-    ninja = shutil.which("ninja")
-    if ninja is None:
-        raise NotEligible("ninja not found")
+def prepare(plan: Plan, directory: Path, shim_path: Path, overrides: dict[str, str] | None = None) -> Path:
+    """Write `plan`'s sources and rewritten build.ninja into (a fresh) `directory`; build nothing.
+    The build file's path. (bench/build_coverage.py runs its compile steps only.)"""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     # The same text load_inline writes, except the binding block.
@@ -573,6 +570,22 @@ def compile_library(
     with environment(overrides):
         flags = _ninja_flags(plan, directory, sources)
     _write(directory / "build.ninja", _rewrite(flags, Shim(path=shim_path, module=None)))
+    return directory / "build.ninja"
+
+
+def compile_library(
+    plan: Plan,
+    directory: Path,
+    shim_path: Path,
+    timeout: float | None = None,
+    overrides: dict[str, str] | None = None,
+) -> Path:
+    """Build `plan` in (a fresh) `directory` with the light headers, linked to the shim at
+    `shim_path`; nothing is loaded. The library's path, or FastBuildFailed / NotEligible."""
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        raise NotEligible("ninja not found")
+    prepare(plan, directory, shim_path, overrides)
     returncode, output = run_killable([ninja, "-C", str(directory)], directory, timeout)
     if returncode != 0:
         raise FastBuildFailed(output[-4000:])

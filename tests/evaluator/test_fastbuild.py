@@ -170,6 +170,67 @@ void copy_into(torch::Tensor out, torch::Tensor source) { out.copy_(source); out
 float* wrong_type(torch::Tensor x) { return x.data_ptr<float>(); }
 torch::Tensor bare_check(torch::Tensor x) { TORCH_CHECK(x.numel() == 0); return x; }
 torch::Tensor needs_float(torch::Tensor x) { x.data_ptr<float>(); return x; }
+
+// fp16 / bf16 on the host: at::Half and at::BFloat16 from and to float, their arithmetic, data_ptr
+// of each, the dispatch macros that name them, accessors.
+torch::Tensor reduced(torch::Tensor x, int64_t kind) {
+    auto input = x.contiguous().to(torch::kFloat32);
+    const float* in = input.data_ptr<float>();
+    const int64_t n = input.numel();
+    switch (kind) {
+        case 0: {  // float -> Half -> float, element by element
+            auto out = torch::empty({n}, torch::kFloat16);
+            at::Half* o = out.data_ptr<at::Half>();
+            for (int64_t i = 0; i < n; ++i) o[i] = at::Half(in[i]);
+            return out;
+        }
+        case 1: {
+            auto out = torch::empty({n}, torch::kBFloat16);
+            c10::BFloat16* o = out.data_ptr<c10::BFloat16>();
+            for (int64_t i = 0; i < n; ++i) o[i] = static_cast<c10::BFloat16>(in[i]);
+            return out;
+        }
+        case 2: {  // read torch's halves back through operator float
+            auto halves = input.to(torch::kHalf);
+            auto out = torch::empty({n}, torch::kFloat32);
+            for (int64_t i = 0; i < n; ++i) out.data_ptr<float>()[i] = static_cast<float>(halves.data_ptr<at::Half>()[i]);
+            return out;
+        }
+        case 3: {
+            auto halves = input.to(torch::kBFloat16);
+            auto out = torch::empty({n}, torch::kFloat32);
+            for (int64_t i = 0; i < n; ++i) out.data_ptr<float>()[i] = halves.data_ptr<at::BFloat16>()[i];
+            return out;
+        }
+        case 4: {  // Half arithmetic rounds each step to Half
+            auto out = torch::empty({n}, torch::kFloat16);
+            for (int64_t i = 0; i < n; ++i) {
+                at::Half v = in[i];
+                out.data_ptr<at::Half>()[i] = v * v + v / at::Half(3.0f) - 1;
+            }
+            return out;
+        }
+        case 5: {
+            auto out = torch::empty({6}, torch::kFloat32);
+            float* o = out.data_ptr<float>();
+            o[0] = std::numeric_limits<at::Half>::max(); o[1] = std::numeric_limits<at::Half>::lowest();
+            o[2] = std::numeric_limits<at::Half>::epsilon(); o[3] = std::numeric_limits<c10::BFloat16>::max();
+            o[4] = std::numeric_limits<c10::BFloat16>::min(); o[5] = std::numeric_limits<at::Half>::infinity();
+            return out;
+        }
+        default: {  // one dispatch over four float types, through an accessor
+            auto out = torch::zeros({1}, torch::kFloat64);
+            AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::kBFloat16, x.scalar_type(), "reduced", [&] {
+                auto a = x.accessor<scalar_t, 2>();
+                double total = 0;
+                for (int64_t r = 0; r < a.size(0); ++r)
+                    for (int64_t c = 0; c < a.size(1); ++c) total += static_cast<double>(static_cast<float>(a[r][c])) * (r + 1);
+                out.data_ptr<double>()[0] = total;
+            });
+            return out;
+        }
+    }
+}
 """
 DECLARATIONS = "\n".join(
     [
@@ -183,6 +244,7 @@ DECLARATIONS = "\n".join(
         "void copy_into(torch::Tensor out, torch::Tensor source);",
         "torch::Tensor bare_check(torch::Tensor x);",
         "torch::Tensor needs_float(torch::Tensor x);",
+        "torch::Tensor reduced(torch::Tensor x, int64_t kind);",
     ]
 )
 FUNCTIONS = [
@@ -196,6 +258,7 @@ FUNCTIONS = [
     "copy_into",
     "bare_check",
     "needs_float",
+    "reduced",
 ]
 
 
@@ -223,6 +286,21 @@ def _calls():
         ("bare_check", (x,)),  # TORCH_CHECK without a message
         ("needs_float", (xd,)),  # data_ptr<float> of a double tensor
     ]
+    # Values that round every way: ties to even, subnormals, overflow to infinity, NaN.
+    special = torch.tensor(
+        [0.0, -0.0, 1.0, 1 / 3, 65504.0, 65519.0, 65520.0, 1e-5, 6e-8, 2.0**-25, 3e-8, 1e-40, 3.4e38, -7.25]
+        + [1 + k * 2.0**-11 for k in range(1, 6)]
+        + [1 + k * 2.0**-8 for k in range(1, 4)]
+        + [float("inf"), float("-inf"), float("nan")]
+    )
+    spread = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * torch.logspace(-9, 6, 4096)
+    for values in (special, spread):
+        calls += [("reduced", (values, k)) for k in range(6)]
+    calls += [
+        ("reduced", (x.to(dtype), 6))
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+    ]
+    calls += [("reduced", (x.int(), 6)), ("reduced", (x.flatten(), 6)), ("reduced", (x.half().flatten(), 0))]
     return calls
 
 
@@ -253,7 +331,8 @@ def _same(a, b):
             isinstance(vb, torch.Tensor)
             and va.dtype == vb.dtype
             and va.shape == vb.shape
-            and torch.equal(va, vb)
+            and torch.equal(va.isnan(), vb.isnan())
+            and torch.equal(va.masked_fill(va.isnan(), 0), vb.masked_fill(vb.isnan(), 0))
         )
     return type(va) is type(vb) and va == vb
 

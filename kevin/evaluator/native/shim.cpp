@@ -13,6 +13,7 @@
 #include <torch/extension.h>
 
 #ifdef KEVIN_SHIM_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -26,6 +27,7 @@
 
 static_assert(sizeof(at::Tensor) == sizeof(void*), "the light at::Tensor is one pointer");
 static_assert(alignof(at::Tensor) == alignof(void*), "the light at::Tensor is one pointer");
+static_assert(sizeof(at::Half) == 2 && sizeof(at::BFloat16) == 2, "the light Half and BFloat16 are two bytes");
 static_assert(static_cast<int>(c10::ScalarType::Byte) == 0 && static_cast<int>(c10::ScalarType::Char) == 1 &&
                   static_cast<int>(c10::ScalarType::Short) == 2 && static_cast<int>(c10::ScalarType::Int) == 3 &&
                   static_cast<int>(c10::ScalarType::Long) == 4 && static_cast<int>(c10::ScalarType::Half) == 5 &&
@@ -118,6 +120,8 @@ void* kvl_data_ptr(void* const* self, int8_t expected, int mode) {
     KEVIN_SHIM_TYPED(float, Float)
     KEVIN_SHIM_TYPED(double, Double)
     KEVIN_SHIM_TYPED(bool, Bool)
+    KEVIN_SHIM_TYPED(at::Half, Half)
+    KEVIN_SHIM_TYPED(at::BFloat16, BFloat16)
     default:
       TORCH_CHECK(false, "kevin shim: data_ptr for an unsupported type");
   }
@@ -248,6 +252,9 @@ void* kvl_cuda_guard_new(int8_t device_type, int8_t device_index, int optional, 
 void kvl_cuda_guard_delete(void* guard) { delete static_cast<AnyGuard*>(guard); }
 void kvl_cuda_check(int32_t error, const char* file, const char* func, uint32_t line) {
   c10::cuda::c10_cuda_check_implementation(error, file, func, line, true);
+}
+void* kvl_cuda_device_properties(int8_t device_index) {
+  return device_index < 0 ? at::cuda::getCurrentDeviceProperties() : at::cuda::getDeviceProperties(device_index);
 }
 #endif
 

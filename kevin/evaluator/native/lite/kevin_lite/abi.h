@@ -75,6 +75,7 @@ KVL_API int8_t kvl_cuda_current_device(void);
 KVL_API void* kvl_cuda_guard_new(int8_t device_type, int8_t device_index, int optional, int has_device);
 KVL_API void kvl_cuda_guard_delete(void* guard);
 KVL_API void kvl_cuda_check(int32_t error, const char* file, const char* func, uint32_t line);
+KVL_API void* kvl_cuda_device_properties(int8_t device_index); /* a cudaDeviceProp*; -1: current */
 
 #ifdef __cplusplus
 }

@@ -67,6 +67,11 @@ class OptionalCUDAGuard {
 
 namespace at {
 namespace cuda {
+// torch's cached properties (the shim returns at::cuda's pointer).
+inline cudaDeviceProp* getDeviceProperties(c10::DeviceIndex device) {
+  return static_cast<cudaDeviceProp*>(kvl_cuda_device_properties(device));
+}
+inline cudaDeviceProp* getCurrentDeviceProperties() { return getDeviceProperties(-1); }
 using c10::cuda::CUDAGuard;
 using c10::cuda::CUDAStream;
 using c10::cuda::current_device;

@@ -13,6 +13,8 @@
 // * at::Tensor::dtype() returns the ScalarType (the real one returns a caffe2::TypeMeta); comparing
 //   it with torch::kFloat32 works in both.
 // * The namespaces are a little more permissive (at and torch see all of c10).
+// * c10::Half and c10::BFloat16 convert in software on the host (bit for bit torch's rounding,
+//   tests/evaluator/test_fastbuild.py compares them) and with CUDA's intrinsics on the device.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +33,8 @@
 #include <vector>
 
 #include "kevin_lite/abi.h"
+#include "kevin_lite/accessor.h"
+#include "kevin_lite/half.h"
 
 #define KEVIN_LITE_TORCH 1
 
@@ -119,6 +123,18 @@ class ArrayRef {
   const T* data_;
   size_t length_;
 };
+template <typename T>
+bool operator==(ArrayRef<T> a, ArrayRef<T> b) { return a.equals(b); }
+template <typename T>
+bool operator!=(ArrayRef<T> a, ArrayRef<T> b) { return !a.equals(b); }
+template <typename T>
+bool operator==(const std::vector<T>& a, ArrayRef<T> b) { return b.equals(a); }
+template <typename T>
+bool operator==(ArrayRef<T> a, const std::vector<T>& b) { return a.equals(b); }
+template <typename T>
+bool operator!=(const std::vector<T>& a, ArrayRef<T> b) { return !b.equals(a); }
+template <typename T>
+bool operator!=(ArrayRef<T> a, const std::vector<T>& b) { return !a.equals(b); }
 using IntArrayRef = ArrayRef<int64_t>;
 
 class TensorOptions {
@@ -224,9 +240,17 @@ KEVIN_LITE_SCALAR(int64_t, Long)
 KEVIN_LITE_SCALAR(float, Float)
 KEVIN_LITE_SCALAR(double, Double)
 KEVIN_LITE_SCALAR(bool, Bool)
+KEVIN_LITE_SCALAR(c10::Half, Half)
+KEVIN_LITE_SCALAR(c10::BFloat16, BFloat16)
 #undef KEVIN_LITE_SCALAR
 
 }  // namespace kevin_lite
+
+#define TORCH_CHECK(cond, ...)                                                                       \
+  if (__builtin_expect(!(cond), 0)) {                                                                \
+    ::kevin_lite::check_fail(__func__, __FILE__, static_cast<uint32_t>(__LINE__), #cond, ##__VA_ARGS__); \
+  }
+#define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
 
 namespace at {
 using namespace c10;
@@ -301,6 +325,39 @@ class Tensor {
   }
   template <typename T>
   T item() const;
+
+  // Accessors check the dimension (and, for 32-bit indices, the size) with torch's messages.
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() const& {
+    static_assert(N > 0, "accessor is used for indexing tensor, for scalars use *data_ptr<T>()");
+    TORCH_CHECK(dim() == static_cast<int64_t>(N), "TensorAccessor expected ", N, " dims but tensor has ", dim());
+    return TensorAccessor<T, N>(data_ptr<T>(), sizes().data(), strides().data());
+  }
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() && = delete;
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+  GenericPackedTensorAccessor<T, N, PtrTraits, index_t> generic_packed_accessor() const& {
+    static_assert(N > 0, "accessor is used for indexing tensor, for scalars use *data_ptr<T>()");
+    TORCH_CHECK(dim() == static_cast<int64_t>(N), "TensorAccessor expected ", N, " dims but tensor has ", dim());
+    return GenericPackedTensorAccessor<T, N, PtrTraits, index_t>(
+        static_cast<typename PtrTraits<T>::PtrType>(mutable_data_ptr<T>()), sizes().data(), strides().data());
+  }
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits, typename index_t = int64_t>
+  GenericPackedTensorAccessor<T, N, PtrTraits, index_t> generic_packed_accessor() && = delete;
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor32<T, N, PtrTraits> packed_accessor32() const& {
+    TORCH_CHECK(numel() <= static_cast<int64_t>(std::numeric_limits<int32_t>::max()),
+                "numel needs to be smaller than int32_t max; otherwise, please use packed_accessor64");
+    return generic_packed_accessor<T, N, PtrTraits, int32_t>();
+  }
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor32<T, N, PtrTraits> packed_accessor32() && = delete;
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor64<T, N, PtrTraits> packed_accessor64() const& {
+    return generic_packed_accessor<T, N, PtrTraits, int64_t>();
+  }
+  template <typename T, size_t N, template <typename U> class PtrTraits = DefaultPtrTraits>
+  PackedTensorAccessor64<T, N, PtrTraits> packed_accessor64() && = delete;
 
   Tensor contiguous() const { return dim_op(KVL_CONTIGUOUS, 0, 0, 0); }
   Tensor clone() const { return dim_op(KVL_CLONE, 0, 0, 0); }
@@ -429,11 +486,6 @@ constexpr auto kFloat32 = at::kFloat;
 constexpr auto kFloat64 = at::kDouble;
 }  // namespace torch
 
-#define TORCH_CHECK(cond, ...)                                                                       \
-  if (__builtin_expect(!(cond), 0)) {                                                                \
-    ::kevin_lite::check_fail(__func__, __FILE__, static_cast<uint32_t>(__LINE__), #cond, ##__VA_ARGS__); \
-  }
-#define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
 
 namespace kevin_lite {
 inline c10::ScalarType dispatch_type(c10::ScalarType t) { return t; }
@@ -473,3 +525,67 @@ inline c10::ScalarType dispatch_type(c10::ScalarType t) { return t; }
                              KEVIN_LITE_DISPATCH_CASE(Short, int16_t, __VA_ARGS__) \
                              KEVIN_LITE_DISPATCH_CASE(Double, double, __VA_ARGS__) \
                              KEVIN_LITE_DISPATCH_CASE(Float, float, __VA_ARGS__))
+
+// Dispatch over types named by the caller (at::kHalf, at::ScalarType::BFloat16, ...).
+namespace kevin_lite {
+template <c10::ScalarType>
+struct cpp_type;
+#define KEVIN_LITE_CPP_TYPE(type, name) \
+  template <>                           \
+  struct cpp_type<c10::ScalarType::name> { using t = type; };
+KEVIN_LITE_CPP_TYPE(uint8_t, Byte)
+KEVIN_LITE_CPP_TYPE(int8_t, Char)
+KEVIN_LITE_CPP_TYPE(int16_t, Short)
+KEVIN_LITE_CPP_TYPE(int32_t, Int)
+KEVIN_LITE_CPP_TYPE(int64_t, Long)
+KEVIN_LITE_CPP_TYPE(c10::Half, Half)
+KEVIN_LITE_CPP_TYPE(float, Float)
+KEVIN_LITE_CPP_TYPE(double, Double)
+KEVIN_LITE_CPP_TYPE(bool, Bool)
+KEVIN_LITE_CPP_TYPE(c10::BFloat16, BFloat16)
+#undef KEVIN_LITE_CPP_TYPE
+}  // namespace kevin_lite
+
+#define AT_DISPATCH_CASE(enum_value, ...)                             \
+  case enum_value: {                                                  \
+    using scalar_t = typename ::kevin_lite::cpp_type<enum_value>::t; \
+    return __VA_ARGS__();                                             \
+  }
+#define AT_DISPATCH_SWITCH(TYPE, NAME, ...) KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, __VA_ARGS__)
+#define AT_DISPATCH_CASE_FLOATING_TYPES(...) \
+  AT_DISPATCH_CASE(::c10::ScalarType::Double, __VA_ARGS__) AT_DISPATCH_CASE(::c10::ScalarType::Float, __VA_ARGS__)
+#define AT_DISPATCH_CASE_FLOATING_TYPES_AND_HALF(...) \
+  AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(::c10::ScalarType::Half, __VA_ARGS__)
+#define AT_DISPATCH_CASE_REDUCED_FLOATING_TYPES(...) \
+  AT_DISPATCH_CASE(::c10::ScalarType::Half, __VA_ARGS__) AT_DISPATCH_CASE(::c10::ScalarType::BFloat16, __VA_ARGS__)
+#define AT_DISPATCH_CASE_INTEGRAL_TYPES(...)                                                                    \
+  AT_DISPATCH_CASE(::c10::ScalarType::Byte, __VA_ARGS__) AT_DISPATCH_CASE(::c10::ScalarType::Char, __VA_ARGS__) \
+  AT_DISPATCH_CASE(::c10::ScalarType::Int, __VA_ARGS__) AT_DISPATCH_CASE(::c10::ScalarType::Long, __VA_ARGS__)  \
+  AT_DISPATCH_CASE(::c10::ScalarType::Short, __VA_ARGS__)
+#define AT_DISPATCH_CASE_ALL_TYPES(...) \
+  AT_DISPATCH_CASE_INTEGRAL_TYPES(__VA_ARGS__) AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__)
+
+#define AT_DISPATCH_FLOATING_TYPES_AND_HALF(TYPE, NAME, ...) \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES_AND_HALF(__VA_ARGS__))
+#define AT_DISPATCH_REDUCED_FLOATING_TYPES(TYPE, NAME, ...) \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_REDUCED_FLOATING_TYPES(__VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND(S1, TYPE, NAME, ...) \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(S1, __VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND2(S1, S2, TYPE, NAME, ...)                                     \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__)               \
+                                             AT_DISPATCH_CASE(S1, __VA_ARGS__) AT_DISPATCH_CASE(S2, __VA_ARGS__))
+#define AT_DISPATCH_FLOATING_TYPES_AND3(S1, S2, S3, TYPE, NAME, ...)                                               \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_FLOATING_TYPES(__VA_ARGS__)                             \
+                                             AT_DISPATCH_CASE(S1, __VA_ARGS__) AT_DISPATCH_CASE(S2, __VA_ARGS__) \
+                                                 AT_DISPATCH_CASE(S3, __VA_ARGS__))
+#define AT_DISPATCH_INTEGRAL_TYPES_AND(S1, TYPE, NAME, ...) \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_INTEGRAL_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(S1, __VA_ARGS__))
+#define AT_DISPATCH_ALL_TYPES_AND(S1, TYPE, NAME, ...) \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_ALL_TYPES(__VA_ARGS__) AT_DISPATCH_CASE(S1, __VA_ARGS__))
+#define AT_DISPATCH_ALL_TYPES_AND2(S1, S2, TYPE, NAME, ...)                                     \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_ALL_TYPES(__VA_ARGS__)               \
+                                             AT_DISPATCH_CASE(S1, __VA_ARGS__) AT_DISPATCH_CASE(S2, __VA_ARGS__))
+#define AT_DISPATCH_ALL_TYPES_AND3(S1, S2, S3, TYPE, NAME, ...)                                               \
+  KEVIN_LITE_DISPATCH_SWITCH(TYPE, NAME, AT_DISPATCH_CASE_ALL_TYPES(__VA_ARGS__)                             \
+                                             AT_DISPATCH_CASE(S1, __VA_ARGS__) AT_DISPATCH_CASE(S2, __VA_ARGS__) \
+                                                 AT_DISPATCH_CASE(S3, __VA_ARGS__))

@@ -1,0 +1,3 @@
+// kevin light header: see kevin_lite/torch.h
+#pragma once
+#include "kevin_lite/torch.h"
