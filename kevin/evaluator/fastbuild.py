@@ -528,12 +528,20 @@ def environment(overrides: dict[str, str] | None) -> Iterator[None]:
                     os.environ[name] = value
 
 
+BUILD_NICENESS = 10
+"""Compilers run this much nicer than the judges and runners: on a host that builds while it times
+(a batch's compiles beside another evaluation's timed cycles), a build then takes the cores the
+clocked processes leave, instead of delaying their signalling by whole time slices."""
+
+
 def run_killable(
     command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None
 ) -> tuple[int, str]:
-    """Run a build command in its own process group; on timeout kill the group. (returncode, output)"""
+    """Run a build command in its own process group, at BUILD_NICENESS; on timeout kill the group.
+    (returncode, output)"""
+    niced = shutil.which("nice")
     process = subprocess.Popen(
-        command,
+        [niced, "-n", str(BUILD_NICENESS), *command] if niced else command,
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,

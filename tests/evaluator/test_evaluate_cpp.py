@@ -175,7 +175,11 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     (started, baseline_started) = result.checks["runner_start_s"]
     assert {"ready", "import", "boot", "profiler"} <= set(started)
     assert started["ready"] >= started["boot"] > started["import"] > 0
-    assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "calibrate baseline", "timing baseline"}
+    assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "bracket candidate", "timing baseline", "bracket baseline"}
+    # The overhead taken off was measured around the timed calls, in the runner that then timed the
+    # baseline (no third runner started).
+    assert set(result.checks["overhead_ms"]) == {"candidate", "baseline"}
+    assert result.timing["overhead_ms"] == pytest.approx(result.checks["overhead_ms"]["candidate"]["bracket"], abs=1e-4)
     assert_clean(tmp_path)
 
 

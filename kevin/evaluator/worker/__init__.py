@@ -26,11 +26,14 @@ Order of work (the judge's side; one module per stage):
                the same inputs from the same seed and runs the candidate; the judge reads the
                outputs and compares (`trials`), then asks for one profiled call (library share).
   timing       exclusive on the device: cycles clocked by the judge, a few sampled outputs fetched
-               (`timed`); the runner's OS threads counted from /proc; the runner and everything it
+               (`timed`), between two short runs of overhead cycles in a second, clean runner
+               started with the first (the overhead taken off is measured at the time of the
+               calls); the runner's OS threads counted from /proc; the runner and everything it
                started are killed (`left_processes` if it started any).
   reference    the sampled timed outputs against the reference on their own seeds (`reference`).
-  baseline     from the parent's cache, else timed in a fresh runner that never loads a candidate,
-               by the same cycles and clock (`baseline`).
+  baseline     from the parent's cache, else timed in the clean runner (it never loads a
+               candidate), by the same cycles and clock, bracketed by its own overhead cycles
+               (`baseline`).
 
 What this does not protect against, and where it is handled: a candidate can make its own outputs
 and its own timing whatever it likes; the judge checks the first and measures the second itself.

@@ -70,12 +70,13 @@ class BaselineStage:
         return kept
 
     def time_reference(self, compiled: bool) -> dict[str, Any]:
-        """The reference (eager, or under torch.compile) in a fresh runner: calibrated while clean,
-        then loaded and timed."""
+        """The reference (eager, or under torch.compile) in a runner that never loaded a candidate
+        (the one that bracketed the candidate's timing, else a fresh one), timed between overhead
+        cycles of its own: its code and the reference are trusted, so the overhead is measured
+        just around the timed calls (`time_bracketed`)."""
         self.stage("baseline")
-        runner = self.start_runner()
+        runner, self.control = (self.control, None) if self.control is not None else (self.start_runner(), None)
         try:
-            overhead = self.calibrate(runner, "baseline")
             try:
                 runner.request(
                     "load",
@@ -92,7 +93,9 @@ class BaselineStage:
                 ) from None
             with self.device_section("baseline", exclusive=True):
                 try:
-                    record, dispersed = self.time_steadily(runner, overhead, "baseline")
+                    record, dispersed, overhead = self.time_steadily(
+                        runner, {"output_bytes": self.overhead["output_bytes"]}, "baseline", control=runner
+                    )
                 except Failure as failure:
                     failure.fields["blame"] = "infrastructure"
                     raise

@@ -88,7 +88,10 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         """The candidate's runner when it was launched before the job (`launch_runner` in boot_up)."""
         self.runners_started = 1 if runner is not None else 0
         self.overhead: dict[str, Any] = {}
-        """The candidate's runner's clean cycle overhead and fetch time (`calibrate`)."""
+        """The cycle overhead and clean fetch time: the candidate's runner's while clean
+        (`calibrate`), then the one its timing was bracketed by (`time_bracketed`)."""
+        self.control: RunnerHandle | None = None
+        """The runner that never loads a candidate (`run`): the timing's bracket, then the baseline's."""
         self.reference_call_s = float("inf")
         """The reference's fastest call on a trial's inputs (set by the trials): the per-call deadline."""
         self.torch = torch
@@ -182,6 +185,21 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         # The candidate's runner starts first (or started before the job: a spare worker's): its
         # start-up overlaps this process's own.
         runner = self.booted_runner or self.launch_runner()
+        # A second runner that never loads a candidate: its cycles bracket the candidate's timing
+        # (`time_bracketed`), then it times the baseline when one is wanted. Its start overlaps
+        # everything up to the timing.
+        try:
+            self.control = self.launch_runner()
+        except BaseException:
+            runner.kill()
+            raise
+        try:
+            return self.judge(runner)
+        finally:
+            if self.control is not None:
+                self.control.kill()
+
+    def judge(self, runner: RunnerHandle) -> dict[str, Any]:
         try:
             if self.is_cuda:
                 self.torch.cuda.set_device(self.device)
@@ -206,8 +224,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             self.admit(self.input_bytes)
             with self.device_section("correctness", exclusive=False):
                 self.check_trials(runner)
+            control = self.runner_ready(self.control)
             with self.device_section("timing", exclusive=True):
-                record, _ = self.time_steadily(runner, self.overhead)
+                record, _, self.overhead = self.time_steadily(runner, self.overhead, control=control)
             self.after_candidate(runner)
         finally:
             left = runner.kill()

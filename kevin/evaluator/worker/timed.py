@@ -6,6 +6,11 @@
                 starts), flush the L2, synchronize the device, signal back. Their median is the
                 cycle's own overhead O.
                 Fetches of an output-sized buffer give the clean fetch time.
+    bracket     O and the clean fetch time as taken off: the same cycles run in a trusted runner
+                (one that never loaded a candidate; for the baseline, its own runner) just before
+                and just after the timed calls, inside the same exclusive section, so they are
+                measured under the host's and the device's conditions of the moment, not those of
+                the clean calibration seconds or minutes earlier (`time_bracketed`).
     time_model  the same cycles with the call; call i's time is (its cycle on the judge's clock) - O.
                 The reported median is the median of the means of blocks of consecutive calls, so
                 work pushed from one call into the next (a runner that answers DONE before the
@@ -44,6 +49,9 @@ CALIBRATION_FETCHES = 5
 CALIBRATION_BUDGET_MS = 80.0
 """Judge-clock time spent on overhead cycles: a few percent of a candidate's timing budget."""
 TIMED_FETCHES = 3
+BRACKET_BUDGET_MS = 40.0
+"""Judge-clock time of each side of a timing's bracket (`time_bracketed`), after its warm-up."""
+BRACKET_FETCHES = 3
 FETCH_FLOOR_MS = {"spin": 0.05, "block": 1.0}
 """Fetch-time excess below which no deferral is claimed: the signalling's own jitter (spinning on
 shared memory on the GPU back end, a socket round trip on the CPU one)."""
@@ -54,42 +62,60 @@ BLOCK_CALLS = 4
 class TimingStage:
     def calibrate(self, runner: RunnerHandle, who: str) -> dict[str, Any]:
         """The cycle overhead and the fetch time of an output-sized buffer, in a clean runner."""
-        torch = self.torch
         with self.exclusive_device("calibrate"):
             expected = self.expected_outputs(self.trial_seed(0), None)
-            self.output_shapes = [torch.empty(tuple(o.shape), device="meta") for o in expected]
+            self.output_shapes = [self.torch.empty(tuple(o.shape), device="meta") for o in expected]
             nbytes = output_bytes(expected)
             del expected
-            try:
-                record = runner.run_cycles(
-                    model=False,
-                    spin=self.is_cuda,
-                    seeds=lambda: self.rng.getrandbits(62),
-                    warmup_ms=20.0,
-                    min_warmup=3,
-                    budget_ms=min(CALIBRATION_BUDGET_MS, self.timing_config()["budget_ms"] / 5),
-                    min_reps=20,
-                    max_reps=100,
-                    output_bytes=nbytes,
-                    fetch=lambda i, n: i % max(n // CALIBRATION_FETCHES, 1) == 0,
-                    on_fetch=lambda metas: None,
-                    # No call runs, so no fresh inputs are needed (drawing them is the CPU's cost).
-                    **{**self.shared_inputs(runner), "prepare": None},
-                )
-            except RunnerFailed as failed:
-                raise Failure(
-                    "runtime",
-                    f"kevin's runner failed to calibrate ({who}): " + failed.error,
-                    blame="infrastructure",
-                ) from None
+            budget_ms = min(CALIBRATION_BUDGET_MS, self.timing_config()["budget_ms"] / 5)
+            record = self.overhead_cycles(runner, who, nbytes, budget_ms, fetches=CALIBRATION_FETCHES)
         self.checks.setdefault("settled", {})["calibrate " + who] = record.settled
-        fetches = sorted(record.fetch_ns.values())
-        return {
-            "cycle_ms": statistics.median(record.cycle_ns) / 1e6,
-            "fetch_ms": statistics.median(fetches) / 1e6 if fetches else 0.0,
-            "fetch_max_ms": fetches[-1] / 1e6 if fetches else 0.0,
-            "output_bytes": nbytes,
-        }
+        return overhead_from([record], nbytes)
+
+    def overhead_cycles(self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int) -> Any:
+        """Cycles without a call (refill, flush, synchronize, signal) in `runner`, with `fetches` of an
+        output-sized buffer spread over them. Only a runner whose code is trusted may be asked: one
+        that never loaded a candidate."""
+        try:
+            return runner.run_cycles(
+                model=False,
+                spin=self.is_cuda,
+                seeds=lambda: self.rng.getrandbits(62),
+                warmup_ms=20.0,
+                min_warmup=3,
+                budget_ms=budget_ms,
+                min_reps=20,
+                max_reps=100,
+                output_bytes=nbytes,
+                fetch=lambda i, n: i % max(n // fetches, 1) == 0,
+                on_fetch=lambda metas: None,
+                # No call runs, so no fresh inputs are needed (drawing them is the CPU's cost).
+                **{**self.shared_inputs(runner), "prepare": None},
+            )
+        except RunnerFailed as failed:
+            raise Failure(
+                "runtime",
+                f"kevin's runner failed to calibrate ({who}): " + failed.error,
+                blame="infrastructure",
+            ) from None
+
+    def time_bracketed(
+        self, runner: RunnerHandle, control: RunnerHandle, overhead: dict[str, Any], who: str
+    ) -> tuple[Any, dict[str, Any]]:
+        """`time_model` between two short runs of overhead cycles in `control`, and the overhead
+        those give: the one taken off the timed calls. The runner's own clean calibration is seconds
+        or minutes older (compile, trials, the wait for the device); a host whose load changed in
+        between moved it by more than a short kernel takes (on the H200 under a busy batch, honest
+        7 us kernels came out at 0 and were flagged `impossible_speedup`, and slower fetches read as
+        `deferred_work`). `control` must be trusted: a runner that never loaded a candidate, or the
+        baseline's own (it loaded only the reference)."""
+        budget_ms = min(BRACKET_BUDGET_MS, self.timing_config()["budget_ms"] / 10)
+        nbytes = overhead["output_bytes"]
+        before = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
+        record = self.time_model(runner, overhead, who)
+        after = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
+        self.checks.setdefault("settled", {})["bracket " + who] = before.settled and after.settled
+        return record, overhead_from([before, after], nbytes)
 
     def shared_inputs(self, runner: RunnerHandle) -> dict[str, Any]:
         """CPU back end: the inputs live in the shared area and this process writes each call's
@@ -145,20 +171,32 @@ class TimingStage:
         self.checks.setdefault("settled", {})["timing " + who] = record.settled
         return record
 
-    def time_steadily(self, runner: RunnerHandle, overhead: dict[str, Any], who: str = "candidate") -> tuple[Any, bool]:
-        """`time_model`, again while its timing is dispersed (kevin.evaluator.timing.dispersed), up
-        to TIMING_ATTEMPTS; returns the steadiest attempt's record and whether it is still dispersed."""
+    def time_steadily(
+        self, runner: RunnerHandle, overhead: dict[str, Any], who: str = "candidate", control: RunnerHandle | None = None
+    ) -> tuple[Any, bool, dict[str, Any]]:
+        """`time_model` (bracketed by overhead cycles in `control` when given: `time_bracketed`),
+        again while its timing is dispersed (kevin.evaluator.timing.dispersed), up to
+        TIMING_ATTEMPTS. Returns the steadiest attempt's record, whether it is still dispersed, and
+        the overhead to take off its calls (the attempt's bracket, else `overhead`)."""
         attempts = []
         for _ in range(timing.TIMING_ATTEMPTS):
-            record = self.time_model(runner, overhead, who)
-            stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
-            attempts.append((timing.dispersion(stats), record, timing.dispersed(stats)))
+            if control is None:
+                record, used = self.time_model(runner, overhead, who), overhead
+            else:
+                record, used = self.time_bracketed(runner, control, overhead, who)
+            stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], used["cycle_ms"], BLOCK_CALLS)
+            attempts.append((timing.dispersion(stats), record, timing.dispersed(stats), used))
             if not attempts[-1][2]:
                 break
         if len(attempts) > 1:
             self.checks.setdefault("timing_attempts", {})[who] = [round(a[0], 2) for a in attempts]
-        _, record, still = min(attempts, key=lambda a: a[0])
-        return record, still
+        _, record, still, used = min(attempts, key=lambda a: a[0])
+        if control is not None:
+            seen = {"bracket": round(used["cycle_ms"], 4)}
+            if "cycle_ms" in overhead:  # the runner's own clean calibration, for comparison
+                seen["clean"] = round(overhead["cycle_ms"], 4)
+            self.checks.setdefault("overhead_ms", {})[who] = seen
+        return record, still, used
 
     def timing_stats(self, record: Any, overhead: dict[str, Any], flag: bool = True) -> dict[str, Any]:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
@@ -214,3 +252,16 @@ def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, A
     gone = sorted(name for tid, name in before.items() if tid not in after)
     started = sorted((Counter(new) - Counter(gone)).elements())
     return {"before": len(before), "after": len(after), "new": new, "gone": gone, "started": started}
+
+
+def overhead_from(records: list[Any], nbytes: int) -> dict[str, Any]:
+    """The overhead of cycles without a call (their median) and the clean fetch time (the median
+    fetch) over `records` of `overhead_cycles`."""
+    cycles = [ns for record in records for ns in record.cycle_ns]
+    fetches = sorted(ns for record in records for ns in record.fetch_ns.values())
+    return {
+        "cycle_ms": statistics.median(cycles) / 1e6,
+        "fetch_ms": statistics.median(fetches) / 1e6 if fetches else 0.0,
+        "fetch_max_ms": fetches[-1] / 1e6 if fetches else 0.0,
+        "output_bytes": nbytes,
+    }
