@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("cpp", "cuda"), default="cpp")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--cache", default=None, help="build and baseline cache (default: default_cache())")
-    parser.add_argument("--only", default="*", help="glob over candidate names")
+    parser.add_argument("--only", default="*", help="globs over candidate names, comma-separated")
     parser.add_argument("--jobs", type=int, default=2, help="parallel prebuilds")
     parser.add_argument("--naive-timeout-s", type=float, default=60.0)
     parser.add_argument("--no-cost", action="store_true", help="skip the cost measurements")
@@ -503,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         entry = next(e for e in load_corpus(args.backend) if e.name == args.probe_costs)
         print(json.dumps(probe_costs_here(entry, Path(args.cache or default_cache()))))
         return 0
-    entries = [e for e in load_corpus(args.backend) if fnmatch.fnmatch(e.name, args.only)]
+    patterns = [p.strip() for p in args.only.split(",") if p.strip()]
+    entries = [e for e in load_corpus(args.backend) if any(fnmatch.fnmatch(e.name, p) for p in patterns)]
     cache = Path(args.cache) if args.cache else default_cache()
     runs = Runs(cache)
     # CUDA: the machine's own device lock, so nothing else timing on the GPU (tests, benchmarks)
