@@ -5,7 +5,8 @@
 #   tests       the `gpu` tests (GPU_TESTS, default tests/), GPU_TEST_WORKERS processes at once
 #   bundled     the bundled set through `kevin eval-batch`
 #   adversarial bench/adversarial.py --backend cuda (the GPU corpus table of issue #4; the cpp
-#               corpus runs on the CPU: python bench/adversarial.py --backend cpp)
+#               corpus runs on the CPU: python bench/adversarial.py --backend cpp); ADV_ONLY: the
+#               entries, comma-separated globs (default all: ~50 s an entry, more than one call)
 #   throughput  bench/eval_throughput.py, cold pass (issue #5)
 #   plain       bench/eval_throughput.py --passes plain: harness (a) alone over all 66 candidates,
 #               PLAIN_JOBS at once (builds overlap, GPU work one at a time), for the verdict check;
@@ -53,7 +54,8 @@ if has bundled; then
   pids+=($!)
 fi
 if has adversarial; then
-  $limit python3 bench/adversarial.py --backend cuda --jobs 8 --no-cost --out "$OUT" > "$OUT/adversarial.log" 2>&1 &
+  $limit python3 bench/adversarial.py --backend cuda --jobs 8 --no-cost --out "$OUT" --only "${ADV_ONLY:-*}" \
+    > "$OUT/adversarial.log" 2>&1 &
   pids+=($!)
 fi
 if has throughput; then
