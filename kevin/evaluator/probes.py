@@ -210,6 +210,11 @@ def _launcher_kind(op: Any) -> tuple[str, str]:
     return ("allowed", innermost_allowed) if innermost_allowed else ("custom", "")
 
 
+RUNTIME_ACTIVITIES = ("cuda_runtime", "cuda_driver", "cuda_sync", "hip_runtime", "xpu_runtime")
+"""Kineto activity types of host-side runtime and driver calls: never an operator."""
+LAUNCHER_PRIORITY = ("library", "allowed", "custom")
+
+
 def attribute_device(events: Any) -> Attribution:
     """CUDA: every device activity counted once, by its own duration, and attributed through its
     correlation to the host operator that launched it. (The operators' own device times repeat
@@ -218,14 +223,20 @@ def attribute_device(events: Any) -> Attribution:
     from torch.autograd import DeviceType
 
     events = list(events)
-    # Host operators are the events linked to nothing (as torch's own pairing reads them); runtime
-    # calls (cudaLaunchKernel) are linked to their operator and number their ids in CUDA's own
-    # correlation space, which may collide with the operators'.
-    launchers = {
-        e.id: e
-        for e in events
-        if e.device_type == DeviceType.CPU and not getattr(e, "linked_correlation_id", 0)
-    }
+    # Host operators are the events linked to nothing (as torch's own pairing reads them). Runtime
+    # calls number their ids in CUDA's own correlation space, which may collide with the operators':
+    # those inside an operator are linked to it (skipped here), those outside every operator (the
+    # runner's synchronize between traced calls) are linked to nothing and left out by their
+    # activity type. Without one (an older torch), every event with the id is a possible launcher
+    # and the heaviest reading wins: a collision can never turn library work into the candidate's.
+    launchers: dict[int, list[Any]] = {}
+    for e in events:
+        if (
+            e.device_type == DeviceType.CPU
+            and not getattr(e, "linked_correlation_id", 0)
+            and not str(getattr(e, "activity_type", None) or "").startswith(RUNTIME_ACTIVITIES)
+        ):
+            launchers.setdefault(e.id, []).append(e)
     found = Attribution()
     for event in events:
         if event.device_type != DeviceType.CUDA:
@@ -236,7 +247,8 @@ def attribute_device(events: Any) -> Attribution:
         if event.name.startswith(("Memcpy", "Memset")):
             found.allowed_us += us
             continue
-        kind, op_name = _launcher_kind(launchers.get(getattr(event, "linked_correlation_id", 0)))
+        readings = [_launcher_kind(op) for op in launchers.get(getattr(event, "linked_correlation_id", 0), [None])]
+        kind, op_name = min(readings, key=lambda reading: LAUNCHER_PRIORITY.index(reading[0]))
         if kind == "library":
             found.add_library(op_name, us)
         elif kind == "allowed":

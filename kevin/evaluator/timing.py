@@ -120,6 +120,19 @@ def dispersed(stats: TimingStats) -> bool:
     )
 
 
+def cycles_dispersed(cycle_ms: list[float]) -> bool:
+    """The same rule for cycles without a call (an overhead bracket): a busy host's overhead taken
+    off a candidate's calls would hand it the disturbance as speed."""
+    ordered = sorted(cycle_ms)
+    median = _quantile(ordered, 0.5)
+    return median > DISPERSION_RATIO * ordered[0] and median - ordered[0] > DISPERSION_FLOOR_MS
+
+
+def cycles_dispersion(cycle_ms: list[float]) -> float:
+    ordered = sorted(cycle_ms)
+    return _quantile(ordered, 0.5) / max(ordered[0], 1e-9)
+
+
 def dispersion(stats: TimingStats) -> float:
     """Median raw cycle over the fastest: the attempt with the least is the steadiest."""
     return stats.wall_median_ms / max(stats.wall_min_ms, 1e-9)

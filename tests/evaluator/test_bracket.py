@@ -10,7 +10,9 @@ that answer from a script.
 
 from __future__ import annotations
 
+import os
 import random
+import types
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,7 +20,8 @@ import pytest
 
 from kevin.evaluator import timing
 from kevin.evaluator.worker.handle import CycleRecord
-from kevin.evaluator.worker.timed import TimingStage
+from kevin.evaluator.worker.support import Failure
+from kevin.evaluator.worker.timed import TIMING_NICENESS, TimingStage
 
 QUIET_OVERHEAD_NS = 150_000
 """A cycle without a call (refill, flush, synchronize, signal) on a quiet host."""
@@ -31,18 +34,24 @@ class ScriptedRunner:
     """Answers `run_cycles` with cycles of `cycle_ns` (plus `call_ns` when the model is called) and
     fetches of `fetch_ns` (plus `deferred_ns`: an output computed only when it is fetched)."""
 
-    def __init__(self, cycle_ns: int, fetch_ns: int, call_ns: int = 0, deferred_ns: int = 0) -> None:
+    def __init__(self, cycle_ns: int, fetch_ns: int, call_ns: int = 0, deferred_ns: int = 0, busy_every: int = 0) -> None:
         self.cycle_ns, self.fetch_ns, self.call_ns, self.deferred_ns = cycle_ns, fetch_ns, call_ns, deferred_ns
+        self.busy_every = busy_every
+        """When set, all cycles but every n-th lose 8 ms to a busy host (0: none)."""
         self.asked: list[bool] = []
+        self.niceness: list[int] = []
+        self.process = types.SimpleNamespace(pid=os.getpid())  # its priority is the test's own
 
     def run_cycles(self, *, model: bool, fetch: Any, max_reps: int, min_reps: int, **_: Any) -> CycleRecord:
         self.asked.append(model)
+        self.niceness.append(os.getpriority(os.PRIO_PROCESS, 0))
         jitter = random.Random(len(self.asked))
         record = CycleRecord(settled=True)
         reps = max(min_reps, min(max_reps, 200))
         for index in range(reps):
             call = self.call_ns if model else 0
-            record.cycle_ns.append(self.cycle_ns + call + jitter.randrange(-2_000, 2_000))
+            busy = 8_000_000 if self.busy_every and index % self.busy_every else 0
+            record.cycle_ns.append(self.cycle_ns + call + busy + jitter.randrange(-2_000, 2_000))
             if fetch(index, reps):
                 record.fetch_ns[index] = self.fetch_ns + (self.deferred_ns if model else 0) + jitter.randrange(0, 5_000)
         return record
@@ -111,3 +120,25 @@ def test_without_a_bracket_the_clean_calibration_is_what_is_taken_off():
     assert overhead == busy_calibration()
     assert judge.timing_stats(record, overhead)["median_ms"] == pytest.approx(KERNEL_NS / 1e6, abs=2e-3)
     assert "overhead_ms" not in judge.checks
+
+
+def test_a_bracket_disturbed_every_time_is_not_taken_off_a_candidates_calls():
+    """An overhead inflated by a busy host would hand the candidate the disturbance as speed: it is
+    taken again, and a bracket still dispersed is the infrastructure's failure, not a verdict."""
+    judge, control = Judge(), ScriptedRunner(QUIET_OVERHEAD_NS, 300_000, busy_every=3)
+    with pytest.raises(Failure) as failed:
+        judge.time_steadily(quiet_candidate(), busy_calibration(), control=control)
+    assert failed.value.fields["blame"] == "infrastructure" and "dispersed" in failed.value.fields["error"]
+    assert control.asked == [False] * 6  # three attempts, each bracketed twice
+    assert len(judge.checks["timing_attempts"]["candidate"]) == 3
+
+
+def test_the_clocked_processes_time_at_a_raised_priority_and_get_theirs_back():
+    judge, candidate, control = Judge(), quiet_candidate(), quiet_control()
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    judge.time_steadily(candidate, busy_calibration(), control=control)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+    if judge.checks["timing_priority"] == TIMING_NICENESS:  # allowed here (CAP_SYS_NICE)
+        assert candidate.niceness == [TIMING_NICENESS] and control.niceness == [TIMING_NICENESS] * 2
+    else:
+        assert judge.checks["timing_priority"].startswith("unchanged")

@@ -100,6 +100,27 @@ def test_a_runtime_call_whose_id_collides_with_an_operators_is_not_taken_for_the
     assert found.library_ops == {"aten::mm": 40.0}
 
 
+def test_an_unlinked_runtime_call_with_an_operators_id_does_not_hide_the_operators_kernels():
+    """On the H200 (session 8) torch.relu(x * s) beside a token kernel read as a library share of 0:
+    the runner's synchronize between traced calls is a runtime call outside every operator, so it
+    is linked to nothing, and its id (CUDA's correlation space) can equal an operator's. Taken for a
+    host operator it replaced aten::mul as the launcher of mul's kernel, which then read as the
+    candidate's own."""
+    forward = _host(1, "kevin::ext::forward")
+    mul = _host(2, "aten::mul")
+    relu = _host(3, "aten::relu")
+    sync_a = _host(2, "cudaDeviceSynchronize")  # after the operators in the event list
+    sync_b = _host(3, "cudaStreamSynchronize")
+    sync_a.activity_type = sync_b.activity_type = "cuda_runtime"
+    events = [forward, mul, relu, sync_a, sync_b]
+    events += [_kernel("elementwise_mul", mul, 30.0), _kernel("elementwise_relu", relu, 30.0), _kernel("token", forward, 2.0)]
+    found = probes.attribute_device(events)
+    assert found.library_ops == {"aten::mul": 30.0, "aten::relu": 30.0} and found.custom_us == 2.0
+    # Without an activity type (older torch), a compute operator sharing the id still wins.
+    del sync_a.activity_type, sync_b.activity_type
+    assert probes.attribute_device(events).library_ops == {"aten::mul": 30.0, "aten::relu": 30.0}
+
+
 def test_a_kernel_launched_inside_a_compute_operator_is_library_work_whatever_is_inside():
     outer = _host(1, "aten::linear")
     inner = _host(2, "aten::t", parent=outer)  # an allowed view, inside a compute operator
