@@ -27,12 +27,15 @@ def main() -> None:
             torch.cuda.synchronize()
     events = list(prof.events())
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}: {len(events)} events")
-    print(f"{'device':6s} {'id':>6s} {'linked':>6s} {'activity':18s} {'parent':28s} name")
+    # torch 2.11's FunctionEvent has no linked_correlation_id or activity_type (session 8, H200).
+    print(f"{'device':6s} {'id':>6s} {'linked':>6s} {'activity':18s} {'parent':28s} name [paired kernels]")
     for e in events:
         device = "cuda" if e.device_type == DeviceType.CUDA else "cpu"
         parent = e.cpu_parent.name if getattr(e, "cpu_parent", None) is not None else ""
-        activity = str(getattr(e, "activity_type", ""))
-        print(f"{device:6s} {e.id:6d} {e.linked_correlation_id:6d} {activity:18s} {parent[:28]:28s} {e.name[:70]}")
+        activity = str(getattr(e, "activity_type", "-"))
+        linked = str(getattr(e, "linked_correlation_id", "-"))
+        kernels = [k.name[:24] for k in getattr(e, "kernels", [])]
+        print(f"{device:6s} {e.id:6d} {linked:>6s} {activity:18s} {parent[:28]:28s} {e.name[:60]} {kernels or ''}")
     found = probes.attribute_device(events)
     print(f"attribution: library {found.library_ops}, custom {found.custom_us:.1f} us, allowed {found.allowed_us:.1f} us")
 

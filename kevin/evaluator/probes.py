@@ -213,48 +213,58 @@ def _launcher_kind(op: Any) -> tuple[str, str]:
 RUNTIME_ACTIVITIES = ("cuda_runtime", "cuda_driver", "cuda_sync", "hip_runtime", "xpu_runtime")
 """Kineto activity types of host-side runtime and driver calls: never an operator."""
 LAUNCHER_PRIORITY = ("library", "allowed", "custom")
+COPY_ACTIVITIES = ("Memcpy", "Memset")
 
 
 def attribute_device(events: Any) -> Attribution:
-    """CUDA: every device activity counted once, by its own duration, and attributed through its
-    correlation to the host operator that launched it. (The operators' own device times repeat
-    their kernels' and must not be added to them: summed together, a forward done wholly by ATen
-    read as a library share of ~0.5.) Copies and fills on the device are never compute."""
+    """CUDA: every device activity counted once, by its own duration, for the host operator torch's
+    profiler paired it with (an operator's `kernels`: torch matches each activity's correlation id
+    to the unlinked host event with that id). Pairing is read from `kernels`, never from the
+    events' own link fields, which torch 2.11's FunctionEvent does not have (on the H200 every
+    kernel then read as the candidate's and torch.relu(x * s) beside a token kernel passed). Device
+    time torch paired with no operator is the candidate's (its own launcher). Copies and fills are
+    never compute. (The operators' own device times repeat their kernels' and must not be added to
+    them: summed together, a forward done wholly by ATen read as a library share of ~0.5.)"""
     from torch.autograd import DeviceType
 
     events = list(events)
-    # Host operators are the events linked to nothing (as torch's own pairing reads them). Runtime
-    # calls number their ids in CUDA's own correlation space, which may collide with the operators':
-    # those inside an operator are linked to it (skipped here), those outside every operator (the
-    # runner's synchronize between traced calls) are linked to nothing and left out by their
-    # activity type. Without one (an older torch), every event with the id is a possible launcher
-    # and the heaviest reading wins: a collision can never turn library work into the candidate's.
-    launchers: dict[int, list[Any]] = {}
+    # torch appends a kernel to every unlinked host event whose id names its correlation. A runtime
+    # call outside every operator (the runner's synchronize between traced calls) numbers its id in
+    # CUDA's correlation space and may share an operator's, so the kernel is listed under both: the
+    # kernels of an id are read once, for the heaviest reading of its events (runtime calls left
+    # out where torch gives activity types): a collision never turns library work into the
+    # candidate's.
+    paired: dict[int, list[Any]] = {}
     for e in events:
-        if (
-            e.device_type == DeviceType.CPU
-            and not getattr(e, "linked_correlation_id", 0)
-            and not str(getattr(e, "activity_type", None) or "").startswith(RUNTIME_ACTIVITIES)
-        ):
-            launchers.setdefault(e.id, []).append(e)
+        if e.device_type == DeviceType.CPU and getattr(e, "kernels", None) and not getattr(e, "is_legacy", False):
+            paired.setdefault(e.id, []).append(e)
     found = Attribution()
-    for event in events:
-        if event.device_type != DeviceType.CUDA:
-            continue
-        us = float(event.time_range.end - event.time_range.start)
-        if us <= 0:
-            continue
-        if event.name.startswith(("Memcpy", "Memset")):
-            found.allowed_us += us
-            continue
-        readings = [_launcher_kind(op) for op in launchers.get(getattr(event, "linked_correlation_id", 0), [None])]
+    paired_compute_us = 0.0
+    for group in paired.values():
+        operators = [op for op in group if not str(getattr(op, "activity_type", None) or "").startswith(RUNTIME_ACTIVITIES)]
+        readings = [_launcher_kind(op) for op in operators or group]
         kind, op_name = min(readings, key=lambda reading: LAUNCHER_PRIORITY.index(reading[0]))
-        if kind == "library":
-            found.add_library(op_name, us)
-        elif kind == "allowed":
-            found.allowed_us += us
-        else:
-            found.custom_us += us
+        for kernel in group[0].kernels:
+            us = float(kernel.duration)
+            if us <= 0:
+                continue
+            if kernel.name.startswith(COPY_ACTIVITIES):
+                found.allowed_us += us
+                continue
+            paired_compute_us += us
+            if kind == "allowed":
+                found.allowed_us += us
+            elif kind == "library":
+                found.add_library(op_name, us)
+            else:
+                found.custom_us += us
+    # Copies torch paired with no operator are not counted at all: neither compute nor the candidate's.
+    device_us = sum(
+        float(e.time_range.end - e.time_range.start)
+        for e in events
+        if e.device_type == DeviceType.CUDA and not e.name.startswith(COPY_ACTIVITIES)
+    )
+    found.custom_us += max(device_us - paired_compute_us, 0.0)
     return found
 
 

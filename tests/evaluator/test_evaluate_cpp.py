@@ -172,8 +172,9 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert result.correctness["trials_passed"] == config.trials + config.distribution_trials
     assert "correct" in result.feedback.lower()
     # The runner started while the judge loaded the reference; each start says where its time went.
-    (started, baseline_started) = result.checks["runner_start_s"]
+    (started, control_started) = result.checks["runner_start_s"]
     assert {"ready", "import", "boot", "profiler"} <= set(started)
+    assert "profiler" not in control_started  # never traced: it skips the profiler's warm-up
     assert started["ready"] >= started["boot"] > started["import"] > 0
     assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "bracket candidate", "timing baseline", "bracket baseline"}
     # The overhead taken off was measured around the timed calls, in the runner that then timed the

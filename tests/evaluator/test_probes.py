@@ -7,6 +7,7 @@ import time
 import types
 
 from torch.autograd import DeviceType
+from torch.autograd.profiler_util import Kernel
 
 from kevin.evaluator import probes
 from kevin.evaluator.result import BLOCKING_FLAGS, EvalResult
@@ -52,7 +53,7 @@ class _Op(types.SimpleNamespace):
 
 def _host(id_: int, name: str, parent=None, device_us: float = 0.0) -> _Op:
     return _Op(
-        id=id_, name=name, cpu_parent=parent, device_type=DeviceType.CPU, linked_correlation_id=0,
+        id=id_, name=name, cpu_parent=parent, device_type=DeviceType.CPU, linked_correlation_id=0, kernels=[],
         time_range=types.SimpleNamespace(start=0.0, end=1.0), self_device_time_total=device_us,
         self_cpu_time_total=1.0, cpu_time_total=1.0,
     )  # fmt: skip
@@ -66,19 +67,32 @@ def _kernel(name: str, launcher: _Op, us: float) -> _Op:
     )  # fmt: skip
 
 
+def _paired(events: list[_Op]) -> list[_Op]:
+    """The events as torch's profiler hands them out: each device activity appended (name, device,
+    duration) to the `kernels` of every unlinked host event whose id its correlation names, and, as
+    in torch 2.11, no link field left on the events themselves."""
+    for device in (e for e in events if e.device_type == DeviceType.CUDA):
+        for host in events:
+            if host.device_type == DeviceType.CPU and host.linked_correlation_id == 0 and host.id == device.linked_correlation_id:
+                host.kernels.append(Kernel(device.name, 0, device.time_range.end - device.time_range.start))
+    for event in events:
+        del event.linked_correlation_id
+    return events
+
+
 def _library_gemm_with_token_kernel() -> list[_Op]:
     """torch.mm does the work (100 us); the candidate's own kernel is a token (5 us)."""
     forward = _host(1, "kevin::ext::forward", device_us=5.0)
     mm = _host(2, "aten::mm", parent=forward, device_us=100.0)
     empty = _host(3, "aten::empty", parent=forward)
     fill = _host(4, "aten::fill_", parent=forward, device_us=2.0)
-    return [
+    return _paired([
         forward, mm, empty, fill,
         _kernel("sm90_xmma_gemm_f32f32", mm, 100.0),
         _kernel("token_kernel", forward, 5.0),
         _kernel("vectorized_elementwise_kernel", fill, 2.0),
         _kernel("Memcpy DtoD (Device -> Device)", forward, 50.0),
-    ]  # fmt: skip
+    ])  # fmt: skip
 
 
 def test_device_work_is_counted_once_and_given_to_the_operator_that_launched_it():
@@ -96,7 +110,7 @@ def test_a_runtime_call_whose_id_collides_with_an_operators_is_not_taken_for_the
     launch = _host(5, "cudaLaunchKernel")  # CUDA's correlation space: its own 5, linked to op 5
     launch.linked_correlation_id = 5
     mm = _host(5, "aten::mm", parent=forward)
-    found = probes.attribute_device([mm, forward, _kernel("gemm", mm, 40.0), launch])
+    found = probes.attribute_device(_paired([mm, forward, _kernel("gemm", mm, 40.0), launch]))
     assert found.library_ops == {"aten::mm": 40.0}
 
 
@@ -113,7 +127,8 @@ def test_an_unlinked_runtime_call_with_an_operators_id_does_not_hide_the_operato
     sync_b = _host(3, "cudaStreamSynchronize")
     sync_a.activity_type = sync_b.activity_type = "cuda_runtime"
     events = [forward, mul, relu, sync_a, sync_b]
-    events += [_kernel("elementwise_mul", mul, 30.0), _kernel("elementwise_relu", relu, 30.0), _kernel("token", forward, 2.0)]
+    events = _paired(events + [_kernel("elementwise_mul", mul, 30.0), _kernel("elementwise_relu", relu, 30.0), _kernel("token", forward, 2.0)])
+    assert sync_a.kernels and sync_b.kernels  # torch lists the kernels under the colliding calls too
     found = probes.attribute_device(events)
     assert found.library_ops == {"aten::mul": 30.0, "aten::relu": 30.0} and found.custom_us == 2.0
     # Without an activity type (older torch), a compute operator sharing the id still wins.
@@ -121,10 +136,18 @@ def test_an_unlinked_runtime_call_with_an_operators_id_does_not_hide_the_operato
     assert probes.attribute_device(events).library_ops == {"aten::mul": 30.0, "aten::relu": 30.0}
 
 
+def test_device_time_torch_paired_with_no_operator_is_the_candidates():
+    """A kernel launched by the candidate's own launcher (triton, a raw driver call) has no operator."""
+    mm = _host(2, "aten::mm")
+    orphan = _kernel("triton_poi_fused", _host(77, "(never listed)"), 12.0)
+    found = probes.attribute_device(_paired([mm, _kernel("gemm", mm, 40.0), orphan]))
+    assert found.library_ops == {"aten::mm": 40.0} and found.custom_us == 12.0
+
+
 def test_a_kernel_launched_inside_a_compute_operator_is_library_work_whatever_is_inside():
     outer = _host(1, "aten::linear")
     inner = _host(2, "aten::t", parent=outer)  # an allowed view, inside a compute operator
-    found = probes.attribute_device([outer, inner, _kernel("gemm", inner, 30.0)])
+    found = probes.attribute_device(_paired([outer, inner, _kernel("gemm", inner, 30.0)]))
     assert found.library_ops == {"aten::linear": 30.0} and found.custom_us == 0.0
 
 

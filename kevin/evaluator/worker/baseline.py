@@ -75,7 +75,7 @@ class BaselineStage:
         cycles of its own: its code and the reference are trusted, so the overhead is measured
         just around the timed calls (`time_bracketed`)."""
         self.stage("baseline")
-        runner, self.control = (self.control, None) if self.control is not None else (self.start_runner(), None)
+        runner, self.control = (self.control, None) if self.control is not None else (self.start_runner(traced=False), None)
         try:
             try:
                 runner.request(

@@ -36,9 +36,11 @@ from kevin.evaluator.worker.timed import TimingStage
 from kevin.evaluator.worker.trials import TrialsStage
 
 
-def launch_runner(spec: dict[str, Any], home: Path) -> RunnerHandle:
+def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> RunnerHandle:
     """Start a runner in `home` (created), confined before it starts, and send it `boot` for the
-    boot spec (kevin.evaluator.spares.boot_spec); its reply is collected later (`reply("boot")`)."""
+    boot spec (kevin.evaluator.spares.boot_spec); its reply is collected later (`reply("boot")`).
+    A runner that will never be traced (the clean one: brackets and the baseline) skips warming the
+    profiler, seconds of a loaded host's CPU."""
     home.mkdir()
     caches = {"TMPDIR": home, "HOME": home, "TRITON_CACHE_DIR": home / "triton", "CUDA_CACHE_PATH": home / "cuda"}
     env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(spec["max_file_bytes"]))
@@ -70,6 +72,7 @@ def launch_runner(spec: dict[str, Any], home: Path) -> RunnerHandle:
             "flush_l2": spec["flush_l2"],
             "build_cache": spec["build_cache"],
             "fast_build": spec["fast_build"],
+            "traced": traced,
         },
     )
     return runner
@@ -146,18 +149,18 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             "weight_seed": job["weight_seed"],
         }
 
-    def start_runner(self) -> RunnerHandle:
+    def start_runner(self, traced: bool = True) -> RunnerHandle:
         """A fresh runner in a directory of its own under the job's, confined before it starts."""
-        return self.runner_ready(self.launch_runner())
+        return self.runner_ready(self.launch_runner(traced))
 
-    def launch_runner(self) -> RunnerHandle:
+    def launch_runner(self, traced: bool = True) -> RunnerHandle:
         """Start a runner and send it its boot without waiting: its Python, torch and CUDA start-up
         (seconds) then overlap whatever this process does until `runner_ready`."""
         self.runners_started += 1
         while (Path.cwd() / f"runner{self.runners_started}").exists():  # one booted and discarded
             self.runners_started += 1
         try:
-            runner = launch_runner(boot_spec(self.job), Path.cwd() / f"runner{self.runners_started}")
+            runner = launch_runner(boot_spec(self.job), Path.cwd() / f"runner{self.runners_started}", traced)
         except (OSError, RuntimeError) as exc:
             raise Failure("runtime", f"kevin's runner could not start: {exc}", blame="infrastructure") from None
         return runner
@@ -189,7 +192,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         # (`time_bracketed`), then it times the baseline when one is wanted. Its start overlaps
         # everything up to the timing.
         try:
-            self.control = self.launch_runner()
+            self.control = self.launch_runner(traced=False)
         except BaseException:
             runner.kill()
             raise

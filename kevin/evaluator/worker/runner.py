@@ -94,9 +94,11 @@ class Runner:
         # Threads torch starts lazily (the intra-op pool, the profiler's) exist before the judge
         # counts this process's threads, so only threads the candidate starts are new.
         torch.ones(1 << 16).sum()
-        profiler_started = time.perf_counter()
-        probes.warm_profiler(self.is_cuda)
-        seconds["profiler"] = time.perf_counter() - profiler_started
+        self.traced = bool(job.get("traced", True))
+        if self.traced:
+            profiler_started = time.perf_counter()
+            probes.warm_profiler(self.is_cuda)
+            seconds["profiler"] = time.perf_counter() - profiler_started
         seconds["boot"] = time.perf_counter() - started
         return {"ok": True, "pid": os.getpid(), "seconds": {k: round(v, 3) for k, v in seconds.items()}}
 
