@@ -71,7 +71,7 @@ class Judge(TimingStage):
         self.stage_name = "timing"
 
     @contextmanager
-    def exclusive_device(self, stage: str):
+    def shared_device(self, stage: str):
         yield
 
 

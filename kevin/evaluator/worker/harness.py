@@ -329,8 +329,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             self.sync()
 
     @contextmanager
-    def exclusive_device(self, stage: str) -> Iterator[None]:
-        """The device to this worker alone without admission (a short calibration)."""
+    def shared_device(self, stage: str) -> Iterator[None]:
+        """The device beside other workers' shared work, without admission (a short calibration:
+        never during another's timing)."""
         path = self.job.get("device_lock")
         if not path:
             self.stage(stage)
@@ -338,6 +339,6 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             return
         lock = self.lock or devlock.DeviceLock(path, int(self.job.get("device_slots", 1)))
         self.stage("wait_gpu")
-        with lock.exclusive():
+        with lock.shared():
             self.stage(stage)
             yield
