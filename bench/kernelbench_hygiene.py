@@ -1,0 +1,103 @@
+"""Which KernelBench problems a checker cannot trust: `kevin tasks validate` over levels 1-3 (issue #18).
+
+Runs every selected KernelBench problem through `kevin.tasks.validate` (own process per problem, the
+degenerate and nondeterministic checks) and writes one JSON report whose `excluded` list is what
+`kevin.tasks.splits.read_excluded` reads: the problems whose status is `degenerate` or
+`nondeterministic`. Problems `skipped` as too large for the device were not classified: on a CPU
+with the 1 GiB budget most of level 1 is skipped, so the list is complete only for what ran; run it
+on the GPU (`--device cuda`) for the whole set.
+
+Usage:
+    CPU:  nice -n 19 python bench/kernelbench_hygiene.py --levels 1 2 3 --device cpu \
+              --out bench/results/kernelbench_hygiene_cpu.json
+    GPU:  python bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
+              --out bench/results/h200/kernelbench_hygiene_cuda.json
+KernelBench is read from $KEVIN_KERNELBENCH_DIR or ../shared/kernelbench_data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kevin.tasks import load_tasks  # noqa: E402
+from kevin.tasks.splits import EXCLUDED_STATUSES  # noqa: E402
+from kevin.tasks.validate import DEFAULT_BUDGET_GIB, GIB, ValidateSettings, summarize, validate_tasks  # noqa: E402
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--budget-gib", type=float, default=None)
+    parser.add_argument("--out", required=True, help="the JSON report to write")
+    args = parser.parse_args(argv)
+
+    budget_gib = args.budget_gib if args.budget_gib is not None else DEFAULT_BUDGET_GIB[args.device]
+    settings = ValidateSettings(
+        device=args.device,
+        timeout_s=args.timeout_s,
+        budget_bytes=int(budget_gib * GIB),
+        seed=0,
+        threads=max(1, (os.cpu_count() or 1) // args.jobs),
+    )
+    tasks = load_tasks("kernelbench", level=args.levels)
+
+    def progress(done, total, result):
+        print(f"[{done}/{total}] {result.task_id} {result.status} ({result.elapsed_s:.1f} s)", flush=True)
+
+    start_s = time.monotonic()
+    results = validate_tasks(tasks, settings, jobs=args.jobs, progress=progress)
+    wall_s = time.monotonic() - start_s
+    import torch
+
+    report = {
+        "command": "python bench/kernelbench_hygiene.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commit": _commit(),
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}, "
+        f"torch {torch.__version__}",
+        "wall_s": round(wall_s, 1),
+        "levels": args.levels,
+        "settings": asdict(settings),
+        "summary": {
+            f"L{level}": summarize([r for r in results if r.level == level]) for level in args.levels
+        },
+        "excluded": [
+            {"id": r.task_id, "name": r.name, "status": r.status, "reason": r.reason}
+            for r in results
+            if r.status in EXCLUDED_STATUSES
+        ],
+        "results": [asdict(r) for r in results],
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(report["summary"]))
+    print(f"excluded: {[e['id'] for e in report['excluded']]}; report in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+"""The training-task generator: fresh fusion tasks, reproducible and held out from KernelBench (#18).
+
+After the paper's App. A.2: each task is one expensive operator followed by 2-5 cheap ones, drawn
+from kevin.tasks.operators (which also holds the shape rules that make every chain compose).
+
+    kevin tasks generate --n N --seed S --out DIR [--size small|large] [--min-ms X --device D]
+
+1. Draw. Task attempt `a` of seed `S` draws from `random.Random("kevin-generate:S:a")` alone, so a
+   task is reproducible by itself; attempts run 0, 1, 2, ... until N tasks are kept. A draw is
+   rejected when its operator sequence (`operators.sequence_key`, synonyms merged) occurs in
+   KernelBench level 1 or 2 (`kernelbench_sequences`, read from the file names, e.g.
+   `12_Gemm_Multiply_LeakyReLU.py`) or earlier in this set.
+2. Validate (default on): every problem goes through `kevin tasks validate` (own process; import,
+   run, nondeterministic, degenerate); failures are dropped and listed in the manifest.
+3. Measure (with `--min-ms`): the eager reference is timed on `--device` (warm-up, then the median
+   of repeats); below `min_ms` the batch doubles, until it passes, the estimated footprint would pass
+   the memory budget, or `MAX_DOUBLINGS`; a task that cannot reach `min_ms` is dropped.
+4. Write: `NNNN_<Op>_<Op>....py` (KernelBench format: `Model`, `get_inputs`, `get_init_inputs`,
+   a `batch_size` constant; loaded from a flat folder as level 0, ids `L0_N`), `manifest.json` (per
+   task: id, file, seed, ops, sequence key, input and output shapes, batch size, reference_ms or
+   null, validation status; the dedupe set's size; dropped attempts and why) and `split.json`
+   (train/holdout by whole operator sequence, `splits.split_generated`).
+
+Deterministic: same seed, size and outcomes give byte-identical files (no timestamps, no paths, no
+dict-order or hash-seed dependence). Measured times are the one part that varies run to run.
+What it does not do: write kernels for the tasks, or check that an op chain is *interesting* beyond
+"not degenerate" (validate's checks).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kevin.errors import UsageError
+from kevin.tasks import operators, validate
+from kevin.tasks.loaders import kernelbench_dir
+from kevin.tasks.operators import BATCH, CATALOGUE, CHEAP, EXPENSIVE, SIZES, Step
+from kevin.tasks.probe import GIB, ValidateSettings
+from kevin.tasks.records import Task
+from kevin.tasks.splits import PAPER_HOLDOUT_FRACTION, split_generated
+
+MANIFEST_FILE = "manifest.json"
+SPLIT_FILE = "split.json"
+GENERATOR_VERSION = 1
+"""Bumped whenever the same seed would draw different tasks."""
+CHEAP_COUNTS = (2, 3, 4, 5)
+MAX_DOUBLINGS = 12
+MAX_ATTEMPTS_PER_TASK = 50
+"""Give up when a set needs more than this many attempts per task asked for."""
+
+
+@dataclass(frozen=True)
+class GeneratedTask:
+    """One drawn task: its steps (expensive first) and where it came from."""
+
+    seed: int
+    attempt: int
+    size: str
+    steps: tuple[Step, ...]
+    batch_size: int
+    number: int = 0
+    """Position in the written set (1-based), 0 until kept."""
+    reference_ms: float | None = None
+    status: str = ""
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.steps)
+
+    @property
+    def key(self) -> str:
+        return operators.sequence_key(self.ops)
+
+    @property
+    def task_id(self) -> str:
+        return f"L0_{self.number}"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.number:04d}_{'_'.join(self.ops)}.py"
+
+    def input_shapes(self) -> list[list[int]]:
+        return [
+            [self.batch_size if d == "batch_size" else d for d in shape] for _, shape in self.steps[0].inputs
+        ]
+
+    def output_shape(self) -> list[int]:
+        return [self.batch_size, *self.steps[-1].features]
+
+    def source(self) -> str:
+        return render(self)
+
+    def as_task(self) -> Task:
+        name = "_".join(self.ops)
+        return Task.from_source(
+            self.source(), id=self.task_id, name=name, level=0, problem=self.number, origin="generated"
+        )
+
+    def manifest_entry(self) -> dict:
+        return {
+            "id": self.task_id,
+            "file": self.filename,
+            "seed": f"{self.seed}:{self.attempt}",
+            "ops": list(self.ops),
+            "steps": [s.describe for s in self.steps],
+            "sequence": self.key,
+            "input_shapes": self.input_shapes(),
+            "output_shape": self.output_shape(),
+            "batch_size": self.batch_size,
+            "reference_ms": self.reference_ms,
+            "validation": self.status or None,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Drawing
+
+
+def draw_task(seed: int, attempt: int, size: str = "small") -> GeneratedTask:
+    """Attempt `attempt` of seed `seed`: an expensive op and 2-5 cheap ones whose shapes compose."""
+    if size not in SIZES:
+        raise UsageError(f"unknown size {size!r}; use one of: {', '.join(SIZES)}")
+    rng = random.Random(f"kevin-generate:{seed}:{attempt}")
+    first = EXPENSIVE[rng.randrange(len(EXPENSIVE))]
+    steps = [first.draw(rng, (), size, "op0")]
+    reductions = 0
+    for position in range(1, rng.choice(CHEAP_COUNTS) + 1):
+        features = steps[-1].features
+        names = tuple(s.name for s in steps)
+        choices = [op for op in CHEAP if operators.allowed_next(names, op, features, reductions)]
+        if not choices:
+            break
+        # groups first, then an op of the group, so the 11 activations do not crowd out the rest
+        groups = sorted({op.group for op in choices})
+        group = groups[rng.randrange(len(groups))]
+        members = [op for op in choices if op.group == group]
+        op = members[rng.randrange(len(members))]
+        steps.append(op.draw(rng, features, size, f"op{position}"))
+        reductions += op.group == "reduction"
+    return GeneratedTask(seed=seed, attempt=attempt, size=size, steps=tuple(steps), batch_size=BATCH[size])
+
+
+def _shape_text(shape: Sequence[int | str]) -> str:
+    return ", ".join(str(d) for d in shape)
+
+
+def render(task: GeneratedTask) -> str:
+    """The problem file in KernelBench format (inputs drawn on the CPU in fp32, as KernelBench does)."""
+    expensive = task.steps[0]
+    init = [line for step in task.steps for line in step.init] or ["pass"]
+    forward = [step.forward for step in task.steps]
+    arguments = ", ".join(name for name, _ in expensive.inputs)
+    inputs = ", ".join(f"torch.randn({_shape_text(shape)})" for _, shape in expensive.inputs)
+    chain = " -> ".join(step.describe for step in task.steps)
+    init_text = "\n".join(f"        {line}" for line in init)
+    forward_text = "\n".join(f"        {line}" for line in forward)
+    return f'''"""Generated task (kevin tasks generate v{GENERATOR_VERSION}, seed {task.seed}:{task.attempt}, {task.size}):
+{chain}."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = {task.batch_size}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init_text}
+
+    def forward(self, {arguments}):
+{forward_text}
+        return x
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+# ---------------------------------------------------------------------------------------------
+# KernelBench dedupe
+
+
+def kernelbench_sequences(directory: str | Path | None = None, levels: Sequence[int] = (1, 2)) -> set[str]:
+    """Sequence keys of the KernelBench problems of `levels`, read from file names; empty when absent."""
+    root = Path(directory) if directory is not None else kernelbench_dir()
+    keys: set[str] = set()
+    for level in levels:
+        for path in sorted((root / f"level{level}").glob("*.py")):
+            match = re.match(r"^\d+_(.+)$", path.stem)
+            if match:
+                keys.add(operators.sequence_key([w for w in match.group(1).split("_") if w]))
+    return keys
+
+
+def draw_candidates(seed: int, size: str, taken: set[str], start: int = 0):
+    """Attempts `start`, `start`+1, ... whose sequence is not in `taken` (which the caller extends)."""
+    attempt = start
+    while True:
+        task = draw_task(seed, attempt, size)
+        attempt += 1
+        if len(task.steps) >= 3 and task.key not in taken:
+            yield task
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference time
+
+
+def measure_reference_ms(source: str, *, device: str = "cpu", warmup: int = 3, repeats: int = 10) -> float:
+    """Median time of the eager reference's forward on `device`, in ms (inputs already there).
+
+    On cuda, CUDA events around each forward after a synchronize; a chain of tiny kernels can still
+    read above a threshold through launch gaps, which is why the scale-up grows the batch, not the
+    repeat count. On cpu, wall time.
+    """
+    import torch
+
+    from kevin.tasks.probe import import_problem
+
+    with tempfile.TemporaryDirectory(prefix="kevin-measure-") as tmp:
+        module = import_problem(source, Path(tmp) / "problem.py")
+        torch.manual_seed(0)
+        model = module.Model(*module.get_init_inputs()).to(device)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    times_ms = []
+    with torch.no_grad():
+        for i in range(warmup + repeats):
+            if device == "cuda":  # the device's own clock, bracketing the forward's kernels
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda.synchronize()
+                begin.record()
+                model(*inputs)
+                end.record()
+                end.synchronize()
+                elapsed_ms = begin.elapsed_time(end)
+            else:
+                start = time.perf_counter()
+                model(*inputs)
+                elapsed_ms = (time.perf_counter() - start) * 1000.0
+            if i >= warmup:
+                times_ms.append(elapsed_ms)
+    del model, inputs
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return statistics.median(times_ms)
+
+
+def footprint_bytes(task: GeneratedTask) -> int:
+    """Inputs + parameters + every intermediate, in fp32 bytes: an upper bound on what a forward holds."""
+    elements = sum(_count(shape) for shape in task.input_shapes())
+    elements += sum(task.batch_size * _count(step.features) for step in task.steps)
+    return 4 * elements
+
+
+def _count(shape: Sequence[int]) -> int:
+    total = 1
+    for d in shape:
+        total *= d
+    return total
+
+
+def scale_to_min_ms(
+    task: GeneratedTask,
+    *,
+    min_ms: float,
+    device: str,
+    budget_bytes: int,
+    measure: Callable[..., float] | None = None,
+) -> tuple[GeneratedTask, str]:
+    """The task with its batch doubled until the reference takes > `min_ms`; reason empty when it made it."""
+    measure = measure or measure_reference_ms
+    for _ in range(MAX_DOUBLINGS + 1):
+        if footprint_bytes(task) > budget_bytes:
+            return task, f"batch {task.batch_size} would need ~{footprint_bytes(task) / GIB:.2f} GiB > budget"
+        try:
+            ms = measure(task.source(), device=device)
+        except Exception as exc:  # out of memory on the device, mostly: the task cannot grow
+            return (
+                task,
+                f"batch {task.batch_size}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            )
+        task = replace(task, reference_ms=round(ms, 4))
+        if ms > min_ms:
+            return task, ""
+        task = replace(task, batch_size=task.batch_size * 2)
+    return task, f"still below {min_ms} ms after {MAX_DOUBLINGS} doublings"
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole set
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    n: int
+    seed: int = 0
+    size: str = "small"
+    validate: bool = True
+    min_ms: float | None = None
+    """Keep only tasks whose reference runs above this on `device` (None: do not measure)."""
+    device: str = "cpu"
+    budget_gib: float | None = None
+    """Footprint limit of the scale-up (default: validate's per-device budget)."""
+    kernelbench: str | None = None
+    """KernelBench folder for the dedupe (default: kevin.tasks.kernelbench_dir())."""
+    timeout_s: float = 60.0
+    jobs: int = 2
+    holdout_fraction: float = PAPER_HOLDOUT_FRACTION
+
+
+def check_options(options: GenerateOptions) -> None:
+    if options.n < 1:
+        raise UsageError(f"--n must be at least 1, got {options.n}")
+    if options.size not in SIZES:
+        raise UsageError(f"unknown --size {options.size!r}; use one of: {', '.join(SIZES)}")
+    if options.min_ms is not None and options.min_ms <= 0:
+        raise UsageError(f"--min-ms must be positive, got {options.min_ms:g}")
+    if options.device not in ("cpu", "cuda"):
+        raise UsageError(f"unknown --device {options.device!r}; use cpu or cuda")
+    if options.jobs < 1 or options.timeout_s <= 0:
+        raise UsageError("--jobs must be at least 1 and --timeout-s positive")
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def validate_candidates(
+    tasks: Sequence[GeneratedTask], options: GenerateOptions
+) -> tuple[list[GeneratedTask], list[tuple[GeneratedTask, str]]]:
+    """(kept with status ok, [(dropped, why)]) after `kevin tasks validate` on each problem."""
+    settings = ValidateSettings(
+        device=options.device if options.device == "cpu" else "cuda",
+        timeout_s=options.timeout_s,
+        budget_bytes=int((options.budget_gib or validate.DEFAULT_BUDGET_GIB[options.device]) * GIB),
+        seed=0,
+        threads=1,
+    )
+    records = [replace(t, number=i + 1).as_task() for i, t in enumerate(tasks)]
+    results = validate.validate_tasks(
+        records,
+        settings,
+        jobs=options.jobs,
+        progress=lambda done, total, r: _note(f"  validate [{done}/{total}] {r.name} {r.status}"),
+    )
+    kept, dropped = [], []
+    for task, result in zip(tasks, results):
+        if result.status == "ok":
+            kept.append(replace(task, status="ok"))
+        else:
+            dropped.append((replace(task, status=result.status), f"{result.status}: {result.reason}"))
+    return kept, dropped
+
+
+def generate_set(options: GenerateOptions) -> dict:
+    """Draw, validate and (optionally) measure until `options.n` tasks are kept.
+
+    Returns {"tasks": kept GeneratedTasks numbered 1..n, "dropped": [(task, why)], "dedupe": size of
+    the KernelBench sequence set}.
+    """
+    check_options(options)
+    dedupe = kernelbench_sequences(options.kernelbench)
+    taken = set(dedupe)
+    candidates = draw_candidates(options.seed, options.size, taken)
+    budget = int((options.budget_gib or validate.DEFAULT_BUDGET_GIB[options.device]) * GIB)
+    kept: list[GeneratedTask] = []
+    dropped: list[tuple[GeneratedTask, str]] = []
+    attempts = 0
+    while len(kept) < options.n:
+        batch = []
+        while len(batch) < options.n - len(kept):
+            task = next(candidates)
+            taken.add(task.key)
+            batch.append(task)
+        attempts = batch[-1].attempt + 1
+        if attempts > MAX_ATTEMPTS_PER_TASK * options.n:
+            raise UsageError(
+                f"only {len(kept)} of {options.n} tasks survived {attempts} attempts; ask for fewer"
+            )
+        _note(f"kevin tasks generate: drew {len(batch)} task(s) (attempts up to {attempts - 1})")
+        if options.validate:
+            batch, failed = validate_candidates(batch, options)
+            dropped += failed
+        for task in batch:
+            if options.min_ms is not None:
+                scaled, why = scale_to_min_ms(
+                    task, min_ms=options.min_ms, device=options.device, budget_bytes=budget
+                )
+                _note(
+                    f"  measure {'_'.join(task.ops)}: batch {scaled.batch_size}, {scaled.reference_ms} ms {why}"
+                )
+                if why:
+                    dropped.append((scaled, f"too fast: {why}"))
+                    continue
+                task = scaled
+            kept.append(task)
+    tasks = [replace(t, number=i + 1) for i, t in enumerate(kept[: options.n])]
+    return {"tasks": tasks, "dropped": dropped, "dedupe": len(dedupe)}
+
+
+def manifest(result: dict, options: GenerateOptions) -> dict:
+    return {
+        "generator": f"kevin tasks generate v{GENERATOR_VERSION}",
+        "seed": options.seed,
+        "size": options.size,
+        "level": 0,
+        "kernelbench_dedupe_sequences": result["dedupe"],
+        "validated": options.validate,
+        "min_ms": options.min_ms,
+        "device": options.device if options.min_ms is not None else None,
+        "tasks": [t.manifest_entry() for t in result["tasks"]],
+        "dropped": [
+            {"seed": f"{t.seed}:{t.attempt}", "ops": list(t.ops), "why": why} for t, why in result["dropped"]
+        ],
+    }
+
+
+def write_set(directory: str | Path, result: dict, options: GenerateOptions) -> Path:
+    """The problem files, manifest.json and split.json in `directory` (created; must hold no problems)."""
+    directory = Path(directory)
+    if directory.is_file():
+        raise UsageError(f"--out {directory} is a file; pass a folder")
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(directory.glob("*.py")):
+        raise UsageError(f"{directory} already holds problem files; write the set to an empty folder")
+    tasks = result["tasks"]
+    for task in tasks:
+        (directory / task.filename).write_text(task.source(), encoding="utf-8")
+    (directory / MANIFEST_FILE).write_text(
+        json.dumps(manifest(result, options), indent=1) + "\n", encoding="utf-8"
+    )
+    split = split_generated(
+        [t.as_task() for t in tasks],
+        {t.task_id: t.key for t in tasks},
+        holdout_fraction=options.holdout_fraction,
+        seed=options.seed,
+    )
+    (directory / SPLIT_FILE).write_text(json.dumps(split.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
+def read_sequences(directory: str | Path) -> dict[str, str]:
+    """Task id -> operator-sequence key of a written set (for `splits.split_by_name(..., "generated")`)."""
+    path = Path(directory) / MANIFEST_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read {path} ({exc}); generate the set with 'kevin tasks generate'") from exc
+    return {entry["id"]: entry["sequence"] for entry in data["tasks"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def run_generate(args) -> int:
+    """`kevin tasks generate`: 0 when the set is written, 2 on bad input."""
+    options = GenerateOptions(
+        n=args.n,
+        seed=args.seed,
+        size=args.size,
+        validate=args.validate,
+        min_ms=args.min_ms,
+        device=args.device,
+        budget_gib=args.budget_gib,
+        kernelbench=args.kernelbench,
+        jobs=args.jobs,
+        timeout_s=args.timeout_s,
+    )
+    check_options(options)
+    if options.kernelbench is not None and not Path(options.kernelbench).is_dir():
+        raise UsageError(
+            f"--kernelbench {options.kernelbench} is not a folder; pass the KernelBench data folder"
+        )
+    out = Path(args.out)
+    if out.is_dir() and any(out.glob("*.py")):
+        raise UsageError(f"{out} already holds problem files; write the set to an empty folder")
+    if options.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda but no CUDA GPU is visible; use --device cpu")
+    result = generate_set(options)
+    write_set(out, result, options)
+    if result["dedupe"] == 0:
+        print(
+            "note: no KernelBench files found, so no sequence was checked against KernelBench "
+            "(set KEVIN_KERNELBENCH_DIR or --kernelbench); the manifest records 0"
+        )
+    else:
+        print(f"checked against {result['dedupe']} KernelBench level 1-2 operator sequences")
+    for task in result["tasks"]:
+        timing = f"  {task.reference_ms} ms" if task.reference_ms is not None else ""
+        print(f"  {task.task_id:7s} {' -> '.join(task.ops)}  out {task.output_shape()}{timing}")
+    for task, why in result["dropped"]:
+        print(f"  dropped {task.seed}:{task.attempt} {'_'.join(task.ops)}: {why}")
+    print(f"kevin tasks generate: {len(result['tasks'])} task(s), {len(result['dropped'])} dropped, in {out}")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Add `generate` to the `kevin tasks` subcommands."""
+    parser = subparsers.add_parser(
+        "generate",
+        help="write a fresh set of fusion tasks (expensive op + 2-5 cheap ones), none from KernelBench",
+        description="Generate KernelBench-format fusion tasks, validated, deduplicated against "
+        "KernelBench L1/L2, optionally scaled until the eager reference takes > --min-ms.",
+    )
+    parser.add_argument("--n", type=int, required=True, help="tasks to keep")
+    parser.add_argument("--seed", type=int, default=0, help="set seed (default 0)")
+    parser.add_argument("--out", required=True, help="folder to write (empty or absent)")
+    parser.add_argument("--size", choices=SIZES, default="small", help="small (CPU, default) or large (GPU)")
+    parser.add_argument("--min-ms", type=float, default=None, help="keep tasks whose reference takes more")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu", help="where to validate and measure"
+    )
+    parser.add_argument("--budget-gib", type=float, default=None, help="memory limit of the scale-up")
+    parser.add_argument("--kernelbench", default=None, help="KernelBench folder for the dedupe")
+    parser.add_argument("--jobs", type=int, default=2, help="validation processes at once (default 2)")
+    parser.add_argument("--timeout-s", type=float, default=60.0, help="validation timeout per task")
+    parser.add_argument(
+        "--no-validate",
+        dest="validate",
+        action="store_false",
+        help="skip `kevin tasks validate` of each task",
+    )
+    parser.set_defaults(run=run_generate)
+
+
+__all__ = [
+    "CATALOGUE",
+    "GenerateOptions",
+    "GeneratedTask",
+    "add_parser",
+    "draw_task",
+    "generate_set",
+    "kernelbench_sequences",
+    "measure_reference_ms",
+    "read_sequences",
+    "render",
+    "scale_to_min_ms",
+    "validate_candidates",
+    "write_set",
+]
