@@ -227,7 +227,7 @@ def measure_reference_ms(source: str, *, device: str = "cpu", warmup: int = 3, r
 
     On cuda, CUDA events around each forward after a synchronize; a chain of tiny kernels can still
     read above a threshold through launch gaps, which is why the scale-up grows the batch, not the
-    repeat count. On cpu, wall time.
+    repeat count. On cpu, wall time on one thread.
     """
     import torch
 
@@ -239,22 +239,28 @@ def measure_reference_ms(source: str, *, device: str = "cpu", warmup: int = 3, r
         model = module.Model(*module.get_init_inputs()).to(device)
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
     times_ms = []
-    with torch.no_grad():
-        for i in range(warmup + repeats):
-            if device == "cuda":  # the device's own clock, bracketing the forward's kernels
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                begin.record()
-                model(*inputs)
-                end.record()
-                end.synchronize()
-                elapsed_ms = begin.elapsed_time(end)
-            else:
-                start = time.perf_counter()
-                model(*inputs)
-                elapsed_ms = (time.perf_counter() - start) * 1000.0
-            if i >= warmup:
-                times_ms.append(elapsed_ms)
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)  # a thread pool on a busy machine times the other load, not the task
+    try:
+        with torch.no_grad():
+            for i in range(warmup + repeats):
+                if device == "cuda":  # the device's own clock, bracketing the forward's kernels
+                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    torch.cuda.synchronize()
+                    begin.record()
+                    model(*inputs)
+                    end.record()
+                    end.synchronize()
+                    elapsed_ms = begin.elapsed_time(end)
+                else:
+                    start = time.perf_counter()
+                    model(*inputs)
+                    elapsed_ms = (time.perf_counter() - start) * 1000.0
+                if i >= warmup:
+                    times_ms.append(elapsed_ms)
+    finally:
+        torch.set_num_threads(threads)
     del model, inputs
     if device == "cuda":
         torch.cuda.empty_cache()
