@@ -82,7 +82,8 @@ def test_the_next_job_goes_to_a_worker_booted_before_it(task, tmp_path):
     assert first.passed and second.passed, (first.error, second.error)
     assert first.checks["worker_boot"]["spare"] is False
     boot = second.checks["worker_boot"]
-    assert boot == {"spare": True, "booted": True, "job_wait_s": boot["job_wait_s"]}
+    # Both runners (the candidate's and the clean one that brackets its timing) booted ahead.
+    assert boot == {"spare": True, "booted": True, "control_booted": True, "job_wait_s": boot["job_wait_s"]}
     # Booted while the first evaluation ran: the job found it waiting, its runner long started.
     assert boot["job_wait_s"] > 0.5
     for pid in spare_pids:  # closing the service ended the spare that never got a job
@@ -118,3 +119,4 @@ def test_a_worker_booted_for_another_spec_starts_its_runner_afresh(task, tmp_pat
     result = evaluate(task, HONEST.read_text(), cfg, spares=pool)
     assert result.passed, result.error
     assert result.checks["worker_boot"]["spare"] is True and result.checks["worker_boot"]["booted"] is False
+    assert result.checks["worker_boot"]["control_booted"] is False

@@ -48,37 +48,45 @@ def start_broker(job: dict[str, Any]) -> Any:
     return broker
 
 
-def boot_up(spec: Any) -> RunnerHandle | None:
-    """Before the job (kevin.evaluator.spares): torch, this device's CUDA context, and the
-    candidate's runner launched and booting. None without a boot spec, or when booting failed (the
-    evaluation then starts its runner itself and reports what goes wrong)."""
+def boot_up(spec: Any) -> tuple[RunnerHandle | None, RunnerHandle | None]:
+    """Before the job (kevin.evaluator.spares): torch, this device's CUDA context, and the two
+    runners launched and booting (the candidate's, and the clean one that brackets its timing and
+    times the baseline). (None, None) without a boot spec, or when booting failed (the evaluation
+    then starts its runners itself and reports what goes wrong)."""
     if not isinstance(spec, dict):
-        return None
+        return None, None
+    runner = None
     try:
         import torch
 
         if str(spec["device"]).startswith("cuda"):
             torch.cuda.set_device(spec["device"])
             torch.zeros(1, device=spec["device"])
-        return launch_runner(spec, Path.cwd() / "runner1")
+        runner = launch_runner(spec, Path.cwd() / "runner1")
+        return runner, launch_runner(spec, Path.cwd() / "runner2", traced=False)
     except Exception as exc:  # noqa: BLE001 - the evaluation retries the runner and reports
         print(f"kevin: the worker could not boot ahead of its job: {exc}", file=sys.stderr)
-        return None
+        if runner is not None:
+            runner.kill()
+        return None, None
 
 
 def main(argv: list[str]) -> int:
     confine.die_with_parent()
     confine.become_subreaper()
     spec = json.loads(os.environ.pop(BOOT_VARIABLE, "null") or "null")
-    runner = boot_up(spec)
+    runner, control = boot_up(spec)
     waiting = time.perf_counter()
     job = read_job(int(argv[1]))
     job_wait_s = time.perf_counter() - waiting
     channel = Channel(int(argv[2]), job.pop("channel_token"))
     confine.hide_channel_argument(argv)
     if runner is not None and spec != boot_spec(job):
-        runner.kill()  # booted for another job's spec: never given one (spares are keyed by it)
-        runner = None
+        # Booted for another job's spec: never given one (spares are keyed by it).
+        for booted in (runner, control):
+            if booted is not None:
+                booted.kill()
+        runner = control = None
     # Building the shim (once per toolchain, ~30-60 s) is build work: under the compile deadline.
     channel.send({"event": "stage", "stage": "compile"})
     Path(job["build_cache"]).mkdir(parents=True, exist_ok=True)
@@ -86,10 +94,11 @@ def main(argv: list[str]) -> int:
     channel.send({"event": "stage", "stage": "setup"})
     harness = None
     try:
-        harness = Harness(job, channel, broker, runner=runner)
+        harness = Harness(job, channel, broker, runner=runner, control=control)
         harness.checks["worker_boot"] = {
             "spare": bool(job.get("spare")),
             "booted": runner is not None,
+            "control_booted": control is not None,
             "job_wait_s": round(job_wait_s, 3),
         }
         result = harness.run()

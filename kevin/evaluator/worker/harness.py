@@ -81,7 +81,14 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> Runn
 class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
     """One evaluation, judged from outside the candidate's process."""
 
-    def __init__(self, job: dict[str, Any], channel: Channel, broker: Any, runner: RunnerHandle | None = None) -> None:
+    def __init__(
+        self,
+        job: dict[str, Any],
+        channel: Channel,
+        broker: Any,
+        runner: RunnerHandle | None = None,
+        control: RunnerHandle | None = None,
+    ) -> None:
         import torch
 
         self.job = job
@@ -89,12 +96,13 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         self.broker = broker
         self.booted_runner = runner
         """The candidate's runner when it was launched before the job (`launch_runner` in boot_up)."""
-        self.runners_started = 1 if runner is not None else 0
+        self.runners_started = (runner is not None) + (control is not None)
         self.overhead: dict[str, Any] = {}
         """The cycle overhead and clean fetch time: the candidate's runner's while clean
         (`calibrate`), then the one its timing was bracketed by (`time_bracketed`)."""
-        self.control: RunnerHandle | None = None
-        """The runner that never loads a candidate (`run`): the timing's bracket, then the baseline's."""
+        self.control: RunnerHandle | None = control
+        """The runner that never loads a candidate (launched before the job by a spare worker, else
+        by `run`): the timing's bracket, then the baseline's."""
         self.reference_call_s = float("inf")
         """The reference's fastest call on a trial's inputs (set by the trials): the per-call deadline."""
         self.torch = torch
@@ -192,7 +200,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         # (`time_bracketed`), then it times the baseline when one is wanted. Its start overlaps
         # everything up to the timing.
         try:
-            self.control = self.launch_runner(traced=False)
+            self.control = self.control or self.launch_runner(traced=False)
         except BaseException:
             runner.kill()
             raise
