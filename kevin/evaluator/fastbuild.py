@@ -34,8 +34,8 @@ computes is the candidate's own code plus torch's, through the shim.
 
 What this does not cover (it falls back instead): functions not declared with simple types
 (Tensor, floating, integral, bool; returning those, void or std::vector<Tensor>), more than 16
-arguments, overloads, a PYBIND11_MODULE block written in cpp_sources instead of `functions=`,
-`no_implicit_headers`, non-Python-module builds, torch operators called from C++ (torch::relu,
+arguments, overloads, a PYBIND11_MODULE block holding more than plain `m.def("f", &f)` lines
+(`module_block`), `no_implicit_headers`, non-Python-module builds, torch operators called from C++ (torch::relu,
 tensor arithmetic, matmul: anything the shim does not forward), complex types, item<Half>, cuBLAS
 and the other CUDA libraries' handles. bench/build_coverage.py measures what our candidate corpora
 lose to these (bench/results/build_coverage_cpu.md). Known differences of a fast-built module: its
@@ -226,6 +226,76 @@ def thunks(functions: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+_MODULE_HEAD = re.compile(r"PYBIND11_MODULE\s*\(\s*TORCH_EXTENSION_NAME\s*,\s*(\w+)\s*\)\s*\{")
+
+
+def _blank_in_place(text: str) -> str:
+    """`text` with comments turned to spaces and string/char literals' contents to '_', position for
+    position (newlines kept), so structure found in it maps back onto `text`."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        two = text[i : i + 2]
+        if two in ("//", "/*"):
+            end = text.find("\n", i) if two == "//" else text.find("*/", i + 2)
+            end = n if end < 0 else (end if two == "//" else end + 2)
+            for k in range(i, end):
+                out[k] = "\n" if text[k] == "\n" else " "
+            i = end
+        elif text[i] in "\"'":
+            j = i + 1
+            while j < n and text[j] != text[i]:
+                j += 2 if text[j] == "\\" else 1
+            for k in range(i + 1, min(j, n)):
+                out[k] = "\n" if text[k] == "\n" else "_"
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def module_block(cpp_sources: list[str]) -> tuple[list[str], list[str]]:
+    """Without `functions=`, the bindings of a PYBIND11_MODULE block written in cpp_sources (what
+    a model often writes): the sources without the block, and the names it binds. Only a block made
+    of plain `m.def("f", &f[, "doc"]);` lines, each binding a function under its own name, is
+    reproduced; anything else in it (classes, lambdas, py::arg, another name) is NotEligible."""
+    blanks = [_blank_in_place(text) for text in cpp_sources]
+    found = [(i, m) for i, blank in enumerate(blanks) for m in _MODULE_HEAD.finditer(blank)]
+    if not found:
+        raise NotEligible("no functions to bind")
+    if len(found) > 1:
+        raise NotEligible("more than one PYBIND11_MODULE block")
+    index, head = found[0]
+    text, blank = cpp_sources[index], blanks[index]
+    depth, end = 0, -1
+    for position in range(head.end() - 1, len(blank)):
+        depth += {"{": 1, "}": -1}.get(blank[position], 0)
+        if depth == 0:
+            end = position
+            break
+    if end < 0:
+        raise NotEligible("unbalanced PYBIND11_MODULE block")
+    binding = re.compile(
+        rf'{re.escape(head.group(1))}\s*\.\s*def\s*\(\s*"(_+)"\s*,\s*&?\s*(\w+)\s*(?:,\s*"_*"\s*)?\)\s*'
+    )
+    names: list[str] = []
+    for statement in re.finditer(r"[^;]+", blank[head.end() : end]):
+        if not statement.group().strip():
+            continue
+        matched = binding.fullmatch(statement.group().strip())
+        if matched is None:
+            raise NotEligible("PYBIND11_MODULE holds more than m.def lines")
+        offset = head.end() + statement.start() + (len(statement.group()) - len(statement.group().lstrip()))
+        name = text[offset + matched.start(1) : offset + matched.end(1)]  # the literal, from the source
+        if name != matched.group(2):
+            raise NotEligible(f"PYBIND11_MODULE binds {matched.group(2)} as {name!r}")
+        names.append(name)
+    if not names or len(set(names)) != len(names):
+        raise NotEligible("no functions to bind" if not names else "a name bound twice (overloads)")
+    stripped = text[: head.start()] + "\n" * text.count("\n", head.start(), end + 1) + text[end + 1 :]
+    return [*cpp_sources[:index], stripped, *cpp_sources[index + 1 :]], names
+
+
 # -- the plan ------------------------------------------------------------------------------------
 
 
@@ -263,9 +333,11 @@ def plan(arguments: dict[str, Any]) -> Plan:
         functions = [functions]
     elif isinstance(functions, dict):
         functions = list(functions)
+    cpp_sources = _as_list(arguments.get("cpp_sources"))
+    if not functions:
+        cpp_sources, functions = module_block(cpp_sources)
     if not functions or not all(isinstance(f, str) and f.isidentifier() for f in functions):
         raise NotEligible("no functions to bind")
-    cpp_sources = _as_list(arguments.get("cpp_sources"))
     cuda_sources = _as_list(arguments.get("cuda_sources"))
     with_cuda = arguments.get("with_cuda")
     if with_cuda is None:

@@ -78,6 +78,39 @@ def test_plan_refuses_calls_the_fast_path_does_not_reproduce():
             fastbuild.plan(_arguments(**{**base, **extra}))
 
 
+def test_a_module_block_is_read_for_its_bindings_and_left_out_of_the_sources():
+    source = (
+        "torch::Tensor forward(torch::Tensor x, double s);  // PYBIND11_MODULE(TORCH_EXTENSION_NAME, q) {\n"
+        "std::vector<torch::Tensor> both(torch::Tensor a);\n"
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+        '    // bindings; m.def("x", &y)\n'
+        '    m.def("forward", &forward, "scale; then relu");\n'
+        '    m.def("both", &both);\n'
+        "}\n"
+    )
+    planned = fastbuild.plan(_arguments(name="x", cpp_sources=source))
+    assert planned.functions == {"forward": "T:Td", "both": "L:T"}
+    assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)" not in planned.cpp_sources[0]
+    assert planned.cpp_sources[0].count("\n") == source.count("\n")  # line numbers kept
+
+
+@pytest.mark.parametrize(
+    "block, reason",
+    [
+        ('m.def("f", [](int x) { return x; });', "more than m.def"),
+        ('m.def("g", &f);', "binds f as"),
+        ('m.def("f", &f, py::arg("x"));', "more than m.def"),
+        ('m.def("f", &f); m.def("f", &f);', "bound twice"),
+        ('py::class_<Foo>(m, "Foo");', "more than m.def"),
+        ("", "no functions"),
+    ],
+)
+def test_a_module_block_beyond_plain_bindings_is_not_eligible(block, reason):
+    source = f"torch::Tensor f(torch::Tensor x);\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ {block} }}\n"
+    with pytest.raises(fastbuild.NotEligible, match=reason):
+        fastbuild.plan(_arguments(name="x", cpp_sources=source))
+
+
 def test_thunks_call_each_function_with_converted_arguments():
     text = fastbuild.thunks({"f": "T:Tfi", "g": "v:"})
     assert 'extern "C"' in text and "kevin_thunk_f(void** a, void* r)" in text
@@ -380,13 +413,15 @@ OUTSIDE_LITE = "torch::Tensor double_it(torch::Tensor x) { return torch::add(x, 
 BROKEN = "torch::Tensor double_it(torch::Tensor x) { return x.not_a_method(); }"
 
 
-def _through_kevin(cache_root: Path, source: str, name: str):
+def _through_kevin(cache_root: Path, source: str, name: str, functions=("double_it",)):
     log = build.BuildLog()
     original = cpp_extension.load_inline
     try:
         build.install(cache_root, log)
         try:
-            module = cpp_extension.load_inline(name=name, cpp_sources=source, functions=["double_it"])
+            module = cpp_extension.load_inline(
+                name=name, cpp_sources=source, functions=list(functions) if functions else None
+            )
         except Exception as exc:  # noqa: BLE001
             module = exc
     finally:
@@ -402,6 +437,16 @@ def test_kevin_build_takes_the_fast_path_and_hits_its_cache(cache_root):
     again, record = _through_kevin(cache_root, HONEST, "kevin_fastbuild_honest")
     assert record.fast and record.cache_hit and record.seconds < 1.0
     assert torch.equal(again.double_it(torch.ones(3)), torch.full((3,), 2.0))
+
+
+@pytest.mark.slow
+def test_a_module_block_of_m_def_lines_takes_the_fast_path(cache_root):
+    """Issue #15 finding 3: the honest CUDA corpus (one extension with its own PYBIND11_MODULE
+    block, no `functions=`) always fell back to the real build (~60 s on the H200)."""
+    source = HONEST + 'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n    m.def("double_it", &double_it, "x * 2");\n}\n'
+    module, record = _through_kevin(cache_root, source, "kevin_fastbuild_module_block", functions=None)
+    assert record.fast and record.fallback == "", record
+    assert torch.equal(module.double_it(torch.arange(4.0)), torch.arange(4.0) * 2)
 
 
 @pytest.mark.slow
