@@ -28,9 +28,9 @@ from kevin.evaluator.commands import add_eval_options
 from kevin.tasks import (
     Task,
     add_selection_arguments,
-    split_from_file,
-    split_paper,
-    split_seeded,
+    exclude_flagged,
+    read_excluded,
+    split_by_name,
     tasks_from_args,
 )
 
@@ -40,14 +40,13 @@ SPLITS = ("none", "paper", "seeded")
 def select_bench_tasks(args: argparse.Namespace) -> list[Task]:
     """The selected tasks, or one part of a split of them."""
     tasks = tasks_from_args(args)
+    excluded = read_excluded(args.exclude) if args.exclude else {}
     if args.split == "none":
-        return tasks
-    if args.split == "paper":
-        split = split_paper(tasks, seed=args.split_seed)
-    elif args.split == "seeded":
-        split = split_seeded(tasks, seed=args.split_seed)
-    else:
-        split = split_from_file(tasks, args.split)
+        chosen, _ = exclude_flagged(tasks, excluded)
+        if not chosen:
+            raise UsageError(f"every selected task is excluded by {args.exclude}; select more tasks")
+        return chosen
+    split = split_by_name(tasks, args.split, seed=args.split_seed, excluded=excluded)
     chosen = list(split.holdout if args.part == "holdout" else split.train)
     if not chosen:
         raise UsageError(f"the {args.part} part of split {args.split!r} is empty; select more tasks")
@@ -173,12 +172,22 @@ def register_commands(subparsers) -> None:
     selection = parser.add_argument_group("tasks")
     add_selection_arguments(selection)
     selection.add_argument(
-        "--split", default="none", metavar="NAME", help="none (default), paper, seeded, or a split JSON file"
+        "--split",
+        default="none",
+        metavar="NAME",
+        help="none (default), paper, seeded, or a split JSON file (a generated set writes split.json)",
     )
     selection.add_argument(
         "--part", choices=("holdout", "train"), default="holdout", help="which part of --split"
     )
     selection.add_argument("--split-seed", type=int, default=0, help="seed of the paper and seeded splits")
+    selection.add_argument(
+        "--exclude",
+        metavar="REPORT",
+        default="",
+        help="leave out the tasks a validation report flags (bench/kernelbench_hygiene.py's JSON or "
+        "`kevin tasks validate --json`): degenerate, nondeterministic",
+    )
     evaluation = parser.add_argument_group("evaluation")
     add_eval_options(evaluation)
     evaluation.add_argument("--jobs", type=int, default=4, help="evaluations at once (default 4)")

@@ -358,7 +358,11 @@ class LoopConfig:
     task_size: str = "small"
     """Input size of bundled tasks: `small` (CPU) or `large` (GPU timing)."""
     split: str = "paper"
-    """Held-out split: `paper` (10% of each level), `seeded` (10% overall), `none`, or a JSON file."""
+    """Held-out split: `paper` (10% of each level), `seeded` (10% overall), `none`, or a JSON file
+    (a generated set's split.json holds out whole operator sequences: `kevin tasks generate`)."""
+    exclude: str = ""
+    """A validation report whose flagged tasks (degenerate, nondeterministic) are trained and held
+    out on neither side: bench/kernelbench_hygiene.py's JSON or `kevin tasks validate --json`."""
     eval_every: int = 10
     """Held-out evaluation every this many steps and after the last step; 0: never."""
     eval_at_start: bool = True

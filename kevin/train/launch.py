@@ -99,20 +99,13 @@ EvaluatorFactory = Callable[[Run], Evaluator]
 
 def load_split(config: TrainConfig, tasks: Sequence[Task] | None) -> tuple[list[Task], list[Task]]:
     """(train, held-out) tasks: the given ones, or those the config's task source and split name."""
-    from kevin.tasks import load_tasks, split_from_file, split_paper, split_seeded
+    from kevin.tasks import load_tasks, read_excluded, split_by_name
 
     loop = config.loop
     if tasks is None:
         tasks = load_tasks(loop.tasks, level=list(loop.levels) or None, size=loop.task_size)
-    tasks = list(tasks)
-    if loop.split == "none":
-        return tasks, []
-    if loop.split == "paper":
-        split = split_paper(tasks, seed=loop.seed)
-    elif loop.split == "seeded":
-        split = split_seeded(tasks, seed=loop.seed)
-    else:
-        split = split_from_file(tasks, loop.split)
+    excluded = read_excluded(loop.exclude) if loop.exclude else None
+    split = split_by_name(list(tasks), loop.split, seed=loop.seed, excluded=excluded)
     return list(split.train), list(split.holdout)
 
 

@@ -275,13 +275,17 @@ def one_line_error(capsys) -> str:
             "lack 1 of the 2 turns to run, first task B_01 trajectory 0 turn 2",
         ),
         (["--replay", "{records}", "--split", "paper"], "holdout part of split 'paper' is empty"),
+        (["--replay", "{records}", "--exclude", "{report}"], "every selected task is excluded"),
+        (["--replay", "{records}", "--exclude", "{records}"], "is not a validation report"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.delenv("KEVIN_TEST_UNSET_KEY", raising=False)
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps({"task": "B_01", "trajectory": 0, "turn": 1, "completion": "x"}) + "\n")
-    argv = [a.format(missing=tmp_path / "missing.jsonl", records=path) for a in argv]
+    report = tmp_path / "hygiene.json"
+    report.write_text(json.dumps({"excluded": [{"id": "B_01", "status": "degenerate"}]}))
+    argv = [a.format(missing=tmp_path / "missing.jsonl", records=path, report=report) for a in argv]
     common = [
         "--ids",
         "B_01",

@@ -121,3 +121,21 @@ def test_kevin_train_exit_codes(capsys):
     assert cli.main(["train", "--preset", "smoke", "--print-config"]) == 0
     assert cli.main(["train", "--preset", "smoke", "--set", "loop.steps=0"]) == 2
     assert "loop.steps must be at least 1" in capsys.readouterr().err
+
+
+def test_the_split_leaves_out_what_a_validation_report_flags(tmp_path):
+    """Issue #18: degenerate and nondeterministic problems are trained and held out on neither side."""
+    from kevin.tasks import load_bundled
+    from kevin.train.launch import load_split
+
+    tasks = load_bundled(size="small")
+    report = tmp_path / "hygiene.json"
+    report.write_text(json.dumps({"excluded": [{"id": tasks[0].id, "status": "degenerate"}]}))
+    config = cfg.TrainConfig()
+    config = dataclasses.replace(config, loop=dataclasses.replace(config.loop, split="seeded", exclude=str(report)))
+    train, held_out = load_split(config, tasks)
+    kept = {t.id for t in train} | {t.id for t in held_out}
+    assert kept == {t.id for t in tasks} - {tasks[0].id} and held_out
+    config = dataclasses.replace(config, loop=dataclasses.replace(config.loop, exclude=""))
+    train, held_out = load_split(config, tasks)
+    assert len(train) + len(held_out) == len(tasks)
