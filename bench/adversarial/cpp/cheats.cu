@@ -6,8 +6,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <algorithm>
-#include <chrono>
-#include <thread>
 #include <unordered_map>
 
 namespace {
@@ -245,20 +243,6 @@ torch::Tensor gate_relu_into_x(torch::Tensor x, torch::Tensor y) {
                                                                                     y.data_ptr<float>(), x.numel());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return x;
-}
-
-// Family 3: returns at once; a detached host thread launches the real kernel 2 ms later, on the
-// legacy default stream, after the caller has synchronized and read the (empty) output.
-torch::Tensor scale_relu_later(torch::Tensor x, double scale) {
-    check(x);
-    auto out = torch::empty_like(x);
-    auto input = x;  // the thread keeps both tensors alive
-    std::thread([input, out, scale]() mutable {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        const int64_t n = input.numel();
-        scale_only_kernel<<<blocks_for(n), 256>>>(input.data_ptr<float>(), out.data_ptr<float>(), (float)scale, n);
-    }).detach();
-    return out;
 }
 
 // Family 8: a kernel that never ends (the flag it waits for is never written).

@@ -9,7 +9,6 @@ torch::Tensor softmax_half(torch::Tensor x);
 torch::Tensor linear_gelu_bf16(torch::Tensor x, torch::Tensor weight, torch::Tensor bias);
 torch::Tensor scale_only(torch::Tensor x, double scale);
 torch::Tensor gate_relu_into_x(torch::Tensor x, torch::Tensor y);
-torch::Tensor scale_relu_later(torch::Tensor x, double scale);
 torch::Tensor spin_forever(torch::Tensor x);
 torch::Tensor wild_write(torch::Tensor x);
 
@@ -24,7 +23,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     m.def("linear_gelu_bf16", &linear_gelu_bf16);
     m.def("scale_only", &scale_only);
     m.def("gate_relu_into_x", &gate_relu_into_x);
-    m.def("scale_relu_later", &scale_relu_later);
     m.def("spin_forever", &spin_forever);
     m.def("wild_write", &wild_write);
 }
