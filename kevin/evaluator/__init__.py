@@ -15,8 +15,8 @@ Modules: `result` (the contract), `evaluate` (config, flow, result assembly, bas
 (workers booted before their job), `worker`
 (what runs inside the sandbox, one module per stage), `confine` (the worker's self-confinement),
 `devlock` (device admission and exclusive timing), `inputs` (trial inputs from a secret seed),
-`compare`, `probes` (dynamic checks), `timing` (the one clock), `build` + `fastbuild` + `native/`
-(load_inline behind a content-addressed cache, the light-header fast path), `feedback` (the text the
+`compare`, `probes` (dynamic checks), `timing` (the one clock), `build` + `fastbuild` + `bindings` +
+`native/` (load_inline behind a content-addressed cache, the light-header fast path), `feedback` (the text the
 model reads), `service`, `ray_service`, `batch` (`kevin eval-batch`).
 
 Layer rules: imports kevin.tasks, kevin.gate and kevin.errors; never kevin.rl, kevin.train,
