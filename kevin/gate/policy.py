@@ -30,6 +30,8 @@ RULES: Mapping[str, str] = MappingProxyType(
         "global-state": "the candidate changes an imported module's state (monkeypatching, torch.backends flags, torch.set_*)",
         "forward-hijack": "what the harness calls is not ModelNew.forward (forward/__call__ replaced, hooks, metaclass)",
         "disallowed-import": "imports a module outside the policy's allow list (a library that could do the work)",
+        "triton-kernel-body": "a @triton.jit body uses something besides triton.language, arithmetic, its arguments and constant globals",
+        "triton-value-tuning": "a Triton autotune key, heuristic, pruner or hook can read the inputs' values or runs code the gate cannot check",
         "gate-error": "the gate itself failed (kevin's fault): the candidate is rejected until it can be checked",
     }
 )

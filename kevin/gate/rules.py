@@ -38,6 +38,7 @@ from kevin.gate.names import (
 from kevin.gate.native import const_str, native_problems
 from kevin.gate.paths import Paths
 from kevin.gate.policy import RULES, CheckPolicy, Violation, is_compute_name, words
+from kevin.gate.triton import triton_violations
 
 # What the harness calls instead of forward when these are replaced or defined (rule forward-hijack).
 _HIJACK_ATTRIBUTES = words(
@@ -99,6 +100,7 @@ class Gate(Resolver):
         else:
             launched = self._check_forward(candidate)
         self._check_kernels(candidate, launched)
+        self.found.extend(triton_violations(self))
         return self.found
 
     def _candidate(self) -> ast.ClassDef | None:
