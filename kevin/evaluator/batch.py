@@ -179,7 +179,7 @@ def _run(args: Any) -> int:
         size = args.size or "small"
     else:
         pairs = bundled_pairs(config.backend)
-        size = args.size or ("large" if config.backend == "cuda" else "small")
+        size = args.size or ("large" if config.on_gpu else "small")
     out = Path(args.out) if args.out else Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S") / "results.jsonl"
     print(
         f"evaluating {len(pairs)} candidates ({config.backend}, {config.precision}, size {size}) -> {out}",

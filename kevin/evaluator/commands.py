@@ -12,7 +12,7 @@ from typing import Any
 
 from kevin.errors import UsageError
 from kevin.evaluator import feedback
-from kevin.evaluator.evaluate import BACKENDS, PRECISIONS, EvalConfig, evaluate
+from kevin.evaluator.evaluate import BACKENDS, GPU_BACKENDS, PRECISIONS, EvalConfig, evaluate
 from kevin.evaluator.result import EvalResult
 from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
@@ -24,7 +24,7 @@ def add_eval_options(parser: Any) -> None:
         "--backend",
         choices=("auto",) + BACKENDS,
         default="auto",
-        help="cuda on a GPU machine, cpp on a CPU one (default: auto)",
+        help="cuda on a GPU machine, cpp on a CPU one (default: auto); triton for @triton.jit candidates",
     )
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32")
     parser.add_argument("--trials", type=int, default=5, help="correctness trials (default 5)")
@@ -55,6 +55,7 @@ def config_from_args(args: Any) -> EvalConfig:
         import torch
 
         backend = "cuda" if torch.cuda.is_available() else "cpp"
+    check_backend_available(backend)
     return EvalConfig(
         backend=backend,
         precision=args.precision,
@@ -70,6 +71,22 @@ def config_from_args(args: Any) -> EvalConfig:
         cache_dir=args.cache_dir,
         device_slots=args.device_slots,
     )
+
+
+def check_backend_available(backend: str) -> None:
+    """UsageError (exit 2, one line) when a GPU back end is asked for where it cannot run."""
+    if backend not in GPU_BACKENDS:
+        return
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(f"--backend {backend} needs a CUDA GPU and torch sees none; use --backend cpp here")
+    if backend == "triton" and importlib.util.find_spec("triton") is None:
+        raise UsageError(
+            "--backend triton needs the triton package, which is not installed (pip install triton)"
+        )
 
 
 def read_source(path: str, what: str) -> str:

@@ -43,7 +43,11 @@ from kevin.evaluator.spares import SparePool
 from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
 
-BACKENDS = ("cuda", "cpp")
+BACKENDS = ("cuda", "triton", "cpp")
+GPU_BACKENDS = ("cuda", "triton")
+"""Back ends whose candidates run on the GPU (the same judge/runner flow; triton builds nothing
+through the broker: its kernels compile in the runner, on the first call, into the job's own
+TRITON_CACHE_DIR)."""
 PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 TIMING_PROTOCOL = "judge-cycle/2"
@@ -62,7 +66,8 @@ def _cache_home() -> Path:
 @dataclass(frozen=True)
 class EvalConfig:
     backend: str = "cuda"
-    """`cuda` (load_inline CUDA on the GPU) or `cpp` (load_inline C++ on the CPU)."""
+    """`cuda` (load_inline CUDA on the GPU), `triton` (@triton.jit kernels on the GPU) or `cpp`
+    (load_inline C++ on the CPU)."""
     precision: str = "fp32"
     """Inputs and weights are cast to this for candidate and reference alike."""
     trials: int = 5
@@ -127,7 +132,11 @@ class EvalConfig:
 
     @property
     def device(self) -> str:
-        return f"cuda:{self.device_index}" if self.backend == "cuda" else "cpu"
+        return f"cuda:{self.device_index}" if self.on_gpu else "cpu"
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.backend in GPU_BACKENDS
 
 
 def evaluate(
@@ -151,6 +160,7 @@ def evaluate(
     cached = _read_baseline(cache_file) if config.baseline_cache else {}
     job = {
         "device": config.device,
+        "backend": config.backend,
         "fast_build": config.fast_build,
         "precision": config.precision,
         "trials": config.trials,
@@ -214,7 +224,7 @@ def _out_of_memory_beside_others(result: EvalResult, config: EvalConfig) -> bool
     failure may be the other workers', not the candidate's. Such a run is repeated alone."""
     admission = result.checks.get("device_admission") or {}
     return (
-        config.backend == "cuda"
+        config.on_gpu
         and result.stage == "runtime"
         and result.blame == "candidate"
         and int(admission.get("weight", config.device_slots)) < config.device_slots
@@ -232,7 +242,7 @@ def _trustworthy(data: dict[str, Any]) -> bool:
 def device_lock_path(config: EvalConfig) -> Path:
     """One lock file per physical device on this host. Under CUDA_VISIBLE_DEVICES (Ray actors,
     per-GPU processes) cuda:0 of two processes can be two GPUs, so the visible id names the file."""
-    if config.backend != "cuda":
+    if not config.on_gpu:
         return Path(config.lock_dir) / "kevin-cpu.lock"
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     physical = (
@@ -376,10 +386,6 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
     return result
 
 
-
-
-
-
 def _static_gate(source: str, backend: str) -> tuple[str, str] | None:
     """The static gate's verdict: None when accepted, else (blame, the rejection text: rule and
     line). The gate fails closed: its own failure is a rejection blamed on the infrastructure."""
@@ -397,7 +403,8 @@ def _baseline_cache_file(task: Task, config: EvalConfig) -> Path:
     key = json.dumps(
         [
             task.hash,
-            config.backend,
+            # The eager baseline is the same whatever the candidate is written in: triton shares cuda's.
+            "cuda" if config.on_gpu else config.backend,
             config.precision,
             torch.__version__,
             platform.node(),

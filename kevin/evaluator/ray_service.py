@@ -70,7 +70,7 @@ class RayEvaluationService:
         if not ray.is_initialized():
             ray.init(address=address, **(init_kwargs or {}))
         self._ray = ray
-        if config.backend == "cuda":
+        if config.on_gpu:
             gpus = int(ray.cluster_resources().get("GPU", 0))
             count = actors or gpus
             if count < 1:

@@ -20,7 +20,7 @@ from kevin.rl import reward
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 POLICIES = ("hf", "http")
-BACKENDS = ("cuda", "cpp")
+BACKENDS = ("cuda", "triton", "cpp")
 NORMALIZATIONS = ("constant", "token", "sequence")
 OLD_LOGPROBS = ("learner", "sampler")
 MINIBATCH_MODES = ("split", "repeat")
@@ -127,7 +127,7 @@ class RolloutConfig:
     turns: int = 4
     """Refinement turns per trajectory (the paper: 4 in training)."""
     backend: str = "cuda"
-    """Kernel back end for prompts and evaluation: `cuda` or `cpp` (CPU machines)."""
+    """Kernel back end for prompts and evaluation: `cuda`, `triton` (@triton.jit kernels) or `cpp` (CPU machines)."""
     temperature: float = 0.9
     """Sampling temperature (the paper: 0.9); log-probs are of the temperature-scaled distribution."""
     top_p: float = 1.0

@@ -86,13 +86,21 @@ CALL_FLOOR_S = 2.0
 """No call of candidate code is cut before this many seconds."""
 FIRST_CALL_FLOOR_S = 10.0
 """The first call's floor: it may load modules, compile kernels or create handles."""
+JIT_FIRST_CALL_FLOOR_S = 60.0
+"""The first call's floor for the triton back end. Triton compiles on the first launch, in the
+runner: each kernel's PTX and cubin (ptxas), and, once per signature, a C launcher built with the
+host's C compiler (its driver helpers too, on a cold cache); an @triton.autotune kernel compiles and
+benchmarks every config in that call. A few seconds per kernel idle, several times that on a host
+busy with a batch's builds: 10 s would kill honest candidates. Later calls keep the usual floor."""
 CALL_FACTOR = 50.0
 """A call may take this many times the reference's (measured by the judge on the same inputs)."""
 
 
-def call_deadline_s(reference_s: float, first: bool = False) -> float:
-    """The longest one call of candidate code may take before its runner is killed."""
-    return max(FIRST_CALL_FLOOR_S if first else CALL_FLOOR_S, CALL_FACTOR * reference_s)
+def call_deadline_s(reference_s: float, first: bool = False, jit: bool = False) -> float:
+    """The longest one call of candidate code may take before its runner is killed; `jit` for a first
+    call that compiles its kernels (the triton back end)."""
+    floor = (JIT_FIRST_CALL_FLOOR_S if jit else FIRST_CALL_FLOOR_S) if first else CALL_FLOOR_S
+    return max(floor, CALL_FACTOR * reference_s)
 
 
 def _broken(what: str) -> RunnerFailed:

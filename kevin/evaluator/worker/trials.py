@@ -46,7 +46,7 @@ class TrialsStage:
                     seed=self.trial_seed(t),
                     shift=shift,
                     probe_outputs=t == 0,
-                    deadline_s=call_deadline_s(reference_s, first=t == 0),
+                    deadline_s=call_deadline_s(reference_s, first=t == 0, jit=job.get("backend") == "triton"),
                 )
             except RunnerFailed as failed:
                 raise failed.failure(
