@@ -18,7 +18,7 @@ dropped. If even the prompt with no earlier attempt is too long it is returned a
 Templates are `str.format` strings with named fields; code (the examples, the task, kernels) is always
 passed in as a value, so braces in code need no escaping, but braces written into a replacement
 template do (`{{`). Replace any template with `dataclasses.replace(DEFAULT_TEMPLATES, ...)`; a back end
-is one more `BackendPrompt` in `backends` (a `triton` entry is the planned addition).
+is one more `BackendPrompt` in `backends` (`cuda`, `triton` and `cpp` are built in).
 """
 
 from __future__ import annotations
@@ -137,6 +137,34 @@ class ModelNew(nn.Module):
         return add_relu_module.add_relu(a, b)
 '''
 
+EXAMPLE_TRITON = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_relu_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    a = tl.load(a_ptr + offsets, mask=mask, other=0.0)
+    b = tl.load(b_ptr + offsets, mask=mask, other=0.0)
+    tl.store(out_ptr + offsets, tl.maximum(a + b, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        a = a.contiguous()
+        b = b.contiguous()
+        out = torch.empty_like(a)
+        n = a.numel()
+        add_relu_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024)
+        return out
+"""
+
 
 @dataclass(frozen=True)
 class BackendPrompt:
@@ -152,6 +180,8 @@ class BackendPrompt:
     """Source of the one-shot example's reference architecture."""
     example_candidate: str
     """Source of the one-shot example's answer: a complete ModelNew for `example_problem`."""
+    source_parts: str = "imports, kernels, the load_inline call and ModelNew"
+    """What the complete source holds, as the answer format names it."""
 
 
 CUDA = BackendPrompt(
@@ -180,6 +210,24 @@ CPP = BackendPrompt(
     ),
     example_problem=EXAMPLE_PROBLEM,
     example_candidate=EXAMPLE_CPP,
+)
+
+TRITON = BackendPrompt(
+    language="Triton",
+    device="an NVIDIA GPU",
+    instructions=(
+        "Write the kernels in Triton: functions decorated with @triton.jit that use triton.language "
+        "(tl.load, tl.store, tl.dot, tl.sum, ...), launched from ModelNew.forward as "
+        "kernel[grid](...). Inputs arrive on the GPU. In forward, only allocate outputs (torch.empty, "
+        "empty_like), make inputs contiguous, read shapes and strides, and launch; every way through "
+        "forward must launch a kernel. @triton.autotune keys and @triton.heuristics may read argument "
+        "shapes and integer arguments, never tensor values. Accumulate in fp32, and pass "
+        'input_precision="ieee" to tl.dot on fp32 inputs (its default is TF32). The work that '
+        "dominates the run time must run in your own kernels: leaving it to PyTorch earns nothing."
+    ),
+    example_problem=EXAMPLE_PROBLEM,
+    example_candidate=EXAMPLE_TRITON,
+    source_parts="imports, the @triton.jit kernels and ModelNew",
 )
 
 
@@ -230,11 +278,11 @@ class PromptTemplates:
     )
     """After the earlier attempts (turns > 1)."""
     answer_format: str = (
-        "Answer format: reason step by step first. Then give the complete source (imports, kernels, "
-        "the load_inline call and ModelNew) in exactly one ```python code block. After the block, write "
-        "a summary of a few sentences: what you did and why. No other code block anywhere in the answer."
+        "Answer format: reason step by step first. Then give the complete source ({source_parts}) in "
+        "exactly one ```python code block. After the block, write a summary of a few sentences: what "
+        "you did and why. No other code block anywhere in the answer."
     )
-    """Last paragraph of every prompt."""
+    """Last paragraph of every prompt; field: source_parts (BackendPrompt.source_parts)."""
     feedback_fallbacks: Mapping[str, str] = field(
         default_factory=lambda: {
             "format": "Format error: {error}",
@@ -255,7 +303,9 @@ class PromptTemplates:
     """Longer summaries are cut (middle dropped, with a marker) when carried into later prompts."""
     max_feedback_chars: int = 4000
     """Longer feedback is cut the same way; the evaluator bounds its own, this guards the rest."""
-    backends: Mapping[str, BackendPrompt] = field(default_factory=lambda: {"cuda": CUDA, "cpp": CPP})
+    backends: Mapping[str, BackendPrompt] = field(
+        default_factory=lambda: {"cuda": CUDA, "triton": TRITON, "cpp": CPP}
+    )
     """Back-end texts by back-end name (EpisodeConfig.backend)."""
 
     def __post_init__(self) -> None:
@@ -356,7 +406,7 @@ def render_prompt(
         for number in range(dropped + 1, len(attempts) + 1):
             parts.append(_render_attempt(number, attempts[number - 1], templates))
         parts.append(templates.restart)
-    parts.append(templates.answer_format)
+    parts.append(templates.answer_format.format(source_parts=text.source_parts))
     return "\n\n".join(parts) + "\n"
 
 

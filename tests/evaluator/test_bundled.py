@@ -239,6 +239,44 @@ def test_cpp_candidate_matches_reference(name, candidate_builds):
     assert_candidate_matches("cpp", name, candidate_builds, "cpu")
 
 
+TRITON_NAMES = sorted(path.stem for path in (BUNDLED / "triton").glob("[0-9][0-9]_*.py"))
+
+
+def test_triton_candidates_name_tasks_and_have_the_reference_constructor():
+    assert set(TRITON_NAMES) <= set(TASK_NAMES) and len(TRITON_NAMES) >= 5
+    for name in TRITON_NAMES:
+        task_tree = ast.parse((BUNDLED / "tasks" / f"{name}.py").read_text())
+        candidate_tree = ast.parse((BUNDLED / "triton" / f"{name}.py").read_text())
+        assert init_signature(candidate_tree, "ModelNew") == init_signature(task_tree, "Model")
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("size", ["small", "large"])
+@pytest.mark.parametrize("name", TRITON_NAMES)
+def test_triton_candidate_passes_the_evaluator_on_gpu(name, size, tmp_path):
+    """Through the whole evaluator with the triton back end: gate, runner (Triton compiling into the
+    job's own cache under its confinement), correctness trials, trace, timing."""
+    pytest.importorskip("triton")
+    from kevin.evaluator.evaluate import EvalConfig, evaluate
+    from kevin.tasks import Task
+
+    source = (BUNDLED / "tasks" / f"{name}.py").read_text()
+    if size != "small":
+        source = SIZE_LINE.sub(f'SIZE = "{size}"', source, count=1)
+    task = Task.from_source(source, id=f"{name}-{size}", name=name)
+    config = EvalConfig(backend="triton", cache_dir=str(tmp_path), baseline_cache=False)
+    result = evaluate(task, (BUNDLED / "triton" / f"{name}.py").read_text(), config)
+    assert result.stage == "ok" and result.correct and result.passed, (
+        result.error,
+        result.flags,
+        result.log[-2000:],
+    )
+    print(
+        f"{name} {size}: speedup {result.speedup:.3f} runtime {result.runtime_ms:.4g} ms flags {result.flags}"
+    )
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TASK_NAMES)

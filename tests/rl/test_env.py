@@ -254,7 +254,7 @@ def test_bad_inputs_raise_with_the_fix():
     with pytest.raises(ValueError, match="pass count_tokens"):
         run([TASK_A], script(), EpisodeConfig(max_prompt_tokens=100))
     with pytest.raises(ValueError, match="has no prompt templates"):
-        run([TASK_A], script(), EpisodeConfig(backend="triton"))
+        run([TASK_A], script(), EpisodeConfig(backend="metal"))
     with pytest.raises(ValueError, match="appears twice"):
         run([TASK_A, TASK_A], script(), EpisodeConfig())
     with pytest.raises(RuntimeError, match="returned 0 completions for 1 prompts"):

@@ -53,7 +53,7 @@ def test_turn_one_has_example_task_and_format():
     assert EXAMPLE_MARK in text and CUDA.example_candidate in text
     assert PROBLEM.rstrip() in text  # braces in the task survive formatting
     assert DEFAULT_TEMPLATES.history not in text and DEFAULT_TEMPLATES.restart not in text
-    assert text.rstrip().endswith(DEFAULT_TEMPLATES.answer_format)
+    assert text.rstrip().endswith(DEFAULT_TEMPLATES.answer_format.format(source_parts=CUDA.source_parts))
     # the task comes after the example, so the model reads the real task last
     assert text.index(CUDA.example_candidate) < text.index(PROBLEM.rstrip())
 
@@ -77,7 +77,10 @@ def test_later_turns_carry_kernels_summaries_feedback_not_the_example():
     assert "Feedback: Format error: no block" in text
     # order: task, attempts oldest first, restart, format
     positions = [text.index(s) for s in ("class Model(nn.Module)", "### Attempt 1", "### Attempt 3")]
-    positions += [text.index(DEFAULT_TEMPLATES.restart), text.index(DEFAULT_TEMPLATES.answer_format)]
+    positions += [
+        text.index(DEFAULT_TEMPLATES.restart),
+        text.index(DEFAULT_TEMPLATES.answer_format.format(source_parts=CUDA.source_parts)),
+    ]
     assert positions == sorted(positions)
 
 
@@ -116,7 +119,7 @@ def test_budget_without_tokenizer_is_an_error():
 
 def test_unknown_backend_names_the_fix():
     with pytest.raises(ValueError, match="BackendPrompt"):
-        build_prompt(TASK, [], backend="triton")
+        build_prompt(TASK, [], backend="metal")
 
 
 def test_templates_are_replaceable():
@@ -158,3 +161,14 @@ def test_one_shot_examples_pass_the_static_gate(backend):
 
     report = check_source(DEFAULT_TEMPLATES.backends[backend].example_candidate, backend)
     assert report.ok, [(v.rule, v.message) for v in report.violations]
+
+
+def test_the_triton_prompt_renders_and_its_example_passes_the_gate():
+    from kevin.gate import check_source
+    from kevin.rl.prompts import EXAMPLE_TRITON, TRITON
+
+    text = build_prompt(TASK, [], backend="triton").text
+    assert "custom Triton kernels" in text and "@triton.jit" in text and EXAMPLE_TRITON in text
+    assert "load_inline" not in text and TRITON.source_parts in text
+    assert check_source(EXAMPLE_TRITON, "triton").ok
+    assert all(check_source(b.example_candidate, name).ok for name, b in DEFAULT_TEMPLATES.backends.items())
