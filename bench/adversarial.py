@@ -171,6 +171,7 @@ def load_corpus(backend: str) -> list[Entry]:
     entries += [
         Entry(f"bundled_{stem}", "honest", f"bundled:{stem}", backend, BUNDLED / backend / f"{stem}.py")
         for stem in BUNDLED_HONEST
+        if (BUNDLED / backend / f"{stem}.py").is_file()  # triton has candidates for some tasks only
     ]
     chosen = [e for e in entries if e.backend == backend]
     return sorted(chosen, key=lambda e: (not e.honest, e.family, e.name))
@@ -318,7 +319,7 @@ def run_kevin(entry: Entry, source: str, runs: Runs, lock_dir: Path, **changes: 
 @contextlib.contextmanager
 def _device_alone(backend: str) -> Iterator[None]:
     """The naive harness has no lock of its own: on a GPU it runs holding kevin's device lock."""
-    if backend != "cuda":
+    if backend == "cpp":
         yield
         return
     with device_lock(EvalConfig()).exclusive():
@@ -327,7 +328,7 @@ def _device_alone(backend: str) -> Iterator[None]:
 
 def run_naive(entry: Entry, source: str, runs: Runs, timeout_s: float) -> dict[str, Any]:
     task = problem_task(entry.problem)
-    device = "cuda" if entry.backend == "cuda" else "cpu"
+    device = "cpu" if entry.backend == "cpp" else "cuda"
     with runs.fresh() as root, _device_alone(entry.backend):
         before = _baselines(root)
         clear_side_effects()
@@ -486,7 +487,7 @@ def measure_costs(entries: list[Entry], runs: Runs, lock_dir: Path, cache: Path)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=("cpp", "cuda"), default="cpp")
+    parser.add_argument("--backend", choices=("cpp", "cuda", "triton"), default="cpp")
     parser.add_argument("--out", default="bench/results")
     parser.add_argument("--cache", default=None, help="build and baseline cache (default: default_cache())")
     parser.add_argument("--only", default="*", help="globs over candidate names, comma-separated")
@@ -509,14 +510,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = Runs(cache)
     # CUDA: the machine's own device lock, so nothing else timing on the GPU (tests, benchmarks)
     # overlaps these runs. cpp: a lock of our own (the CPU runs in CI share nothing).
-    lock_dir = Path(EvalConfig().lock_dir) if args.backend == "cuda" else cache / "locks"
+    lock_dir = cache / "locks" if args.backend == "cpp" else Path(EvalConfig().lock_dir)
     started = time.monotonic()
     print(f"prebuilding ({args.jobs} at a time)", flush=True)
     for line in prebuild(entries, cache, args.jobs):
         print("  " + line, flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "adversarial_cpu" if args.backend == "cpp" else "adversarial_cuda"
+    stem = {"cpp": "adversarial_cpu", "cuda": "adversarial_cuda", "triton": "adversarial_triton"}[args.backend]
     partial = out / f"{stem}_rows.jsonl"  # one line per candidate as it finishes: kept if cut short
     partial.write_text("")
     rows = []
