@@ -72,6 +72,13 @@ Rules (ids are stable; `RULES` has the one-line descriptions):
   utility stdlib modules), or a relative import: another library could do the work (torchvision.ops,
   xformers, ...). numpy and einops may be imported, but their compute in the compute path is
   framework compute like torch's (`einops.rearrange`, a view, is allowed).
+- `triton-kernel-body`: a `@triton.jit` body uses something besides `triton`/`triton.language`, other jit
+  functions, `math`, a few builtins, its arguments and module globals bound to literals or `tl.constexpr`
+  (a `torch.` call, a global tensor, a plain Python function).
+- `triton-value-tuning`: `@triton.autotune`/`@triton.heuristics` that can read the inputs' values: a
+  `key=` that is not a literal list of integer arguments, heuristics or `perf_model`/`early_config_prune`
+  that read a pointer argument beyond its shape or call framework code, `pre_hook`/`post_hook`/`do_bench`
+  (also on `triton.Config`). Writing `TRITON_*` into `os.environ` is `global-state`.
 - `missing-model-new`: no `class ModelNew` with a `forward`. `syntax`: the source does not parse.
 - `gate-error`: the gate itself failed to load or raised (kevin's fault; `CheckReport.blame` says
   `infrastructure`). The gate fails closed: such a candidate is rejected, never passed unchecked.
@@ -109,7 +116,7 @@ What a static gate cannot catch (the dynamic checks in the evaluator exist for t
 Layer rules: kevin.gate imports kevin.errors and the standard library only; it never imports torch,
 the tasks, the evaluator or anything above them (import-linter holds this, see pyproject.toml).
 Modules: `policy` (policy, rule ids, report types), `names` (name resolution), `native` (the C++/CUDA
-reader), `paths` (does every way through forward launch a kernel), `rules` (`Gate`), `check` (entry
+reader), `paths` (does every way through forward launch a kernel), `triton` (the Triton rules), `rules` (`Gate`), `check` (entry
 points and the `kevin check` command).
 """
 
