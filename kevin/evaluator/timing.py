@@ -120,12 +120,25 @@ def dispersed(stats: TimingStats) -> bool:
     )
 
 
-def cycles_dispersed(cycle_ms: list[float]) -> bool:
-    """The same rule for cycles without a call (an overhead bracket): a busy host's overhead taken
-    off a candidate's calls would hand it the disturbance as speed."""
+BRACKET_FLOOR_MS = {"spin": 0.05, "block": 0.5}
+"""A bracket's disturbance (median less fastest overhead cycle) below which it is not dispersed,
+whatever the ratio: the signalling's own jitter (spinning on shared memory on the GPU; a socket's
+wake-ups on the CPU back end, 0.03-0.3 ms on a loaded 2-core VM)."""
+BRACKET_SHARE = 0.1
+"""Nor below this share of the timed cycles' median: a disturbance that small moves the call's time
+by less than the timing's own spread."""
+
+
+def cycles_dispersed(cycle_ms: list[float], timed_cycle_ms: float, signalling: str = "spin") -> bool:
+    """The rule for cycles without a call (an overhead bracket): a busy host's overhead taken off a
+    candidate's calls would hand it the disturbance as speed. Dispersed when the median is over
+    DISPERSION_RATIO x the fastest and the difference matters against the timed cycles (on the
+    H200: 8 ms against 0.2 ms cycles, dispersed; on a loaded 2-core VM: 0.26 ms against 0.06 ms
+    with millisecond cycles, not)."""
     ordered = sorted(cycle_ms)
     median = _quantile(ordered, 0.5)
-    return median > DISPERSION_RATIO * ordered[0] and median - ordered[0] > DISPERSION_FLOOR_MS
+    floor = max(BRACKET_FLOOR_MS[signalling], BRACKET_SHARE * timed_cycle_ms)
+    return median > DISPERSION_RATIO * ordered[0] and median - ordered[0] > floor
 
 
 def cycles_dispersion(cycle_ms: list[float]) -> float:

@@ -414,7 +414,9 @@ def test_an_honest_candidate_builds_and_loads_through_broker_and_client(client, 
     started = time.perf_counter()
     again = cpp_extension.load_inline(name="kevin_broker_honest", cpp_sources=HONEST, functions=["double_it"])
     seconds = time.perf_counter() - started
-    assert replies[-1].cache_hit and log.records[-1].cache_hit and seconds < 0.2, seconds
+    # A hit re-validates and re-hashes, no compiler: a second or two at most on a loaded 2-core VM
+    # (0.74 s seen while other tests ran), against 20 s and more for a build.
+    assert replies[-1].cache_hit and log.records[-1].cache_hit and seconds < 3.0, seconds
     assert checked == [Path(first.path)]  # the hit was verified by the client
     assert torch.equal(again.double_it(torch.ones(3)), torch.full((3,), 2.0))
 

@@ -201,7 +201,8 @@ class TimingStage:
                 stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], used["cycle_ms"], BLOCK_CALLS)
                 bracket = used.pop("cycles_ms", None)
                 spread = max(timing.dispersion(stats), timing.cycles_dispersion(bracket) if bracket else 0.0)
-                unsteady = bool(bracket) and timing.cycles_dispersed(bracket)
+                signalling = "spin" if self.is_cuda else "block"
+                unsteady = bool(bracket) and timing.cycles_dispersed(bracket, stats.wall_median_ms, signalling)
                 attempts.append((spread, record, timing.dispersed(stats), used, unsteady))
                 if not (attempts[-1][2] or unsteady):
                     break
