@@ -283,7 +283,7 @@ def run_loop(run: Run) -> RunResult:
             say(
                 run,
                 f"step 0 held-out: correct {metrics.get('heldout/correct', 0):.3f} "
-                f"speedup {metrics.get('heldout/speedup', 0):.3f}",
+                f"speedup {metrics.get('heldout/speedup', 0):.3f} ({heldout_s:.0f} s)",
             )
     stopped_by = None
     saved_at = run.step
