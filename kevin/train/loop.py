@@ -60,7 +60,7 @@ from kevin.train.launch import (
 from kevin.train.monitors import rollout_health
 from kevin.train.packing import samples_from_trajectories
 from kevin.train.rollout import TimedPolicy
-from kevin.train.tracking import flatten
+from kevin.train.tracking import METRICS_FILE, flatten, read_jsonl
 
 WEIGHTS_DIR = "weights"
 """Weights exported for the sampling server, one folder per step (the newest two kept)."""
@@ -265,16 +265,31 @@ def _out_of_time(run: Run, started: float, needed_s: float) -> bool:
     return bool(run.context.broadcast(over))
 
 
+def _timing_so_far(run: Run) -> tuple[float, float]:
+    """(last held-out evaluation's seconds, longest step's seconds) of the launches before this one,
+    from the run's metrics (restored runs only: a new run has none), so that a resumed launch guards
+    its first step as the earlier launch guarded its later ones."""
+    path = run.run_dir / METRICS_FILE
+    if run.step == 0:
+        return 0.0, 0.0
+    rows = [row for row in read_jsonl(path) if row.get("step", 0) <= run.step]
+    heldout = [row["time/heldout_s"] for row in rows if "time/heldout_s" in row]
+    steps = [row["time/step_s"] for row in rows if "time/step_s" in row]
+    return (heldout[-1] if heldout else 0.0), max(steps, default=0.0)
+
+
 def run_loop(run: Run) -> RunResult:
     """Steps from the one after the restored checkpoint to the end of this launch.
 
     With loop.time_limit_s, the launch ends early at the first step after which another step (as
     long as the longest so far) plus a held-out evaluation would pass the limit: that step is
-    evaluated and checkpointed as a last step is, and `stopped_by` says so."""
+    evaluated and checkpointed as a last step is, and `stopped_by` says so. A launch whose first step
+    and evaluation would already pass it (timed by the held-out evaluation at its start, or by the
+    earlier launches' metrics) takes no step."""
     loop = run.config.loop
     started = time.monotonic()
     last = loop.steps if loop.stop_after_steps is None else min(loop.steps, run.step + loop.stop_after_steps)
-    heldout_s = longest_step_s = 0.0
+    heldout_s, longest_step_s = _timing_so_far(run)
     if run.step == 0 and loop.eval_at_start and loop.eval_every:
         metrics = evaluate_heldout(run, 0)
         if metrics:
@@ -287,6 +302,16 @@ def run_loop(run: Run) -> RunResult:
             )
     stopped_by = None
     saved_at = run.step
+    if (
+        run.step < last
+        and heldout_s
+        and _out_of_time(run, started, (longest_step_s or heldout_s) + heldout_s)
+    ):
+        # Without this the launch's first step is unguarded: on a slow evaluator it alone can outlast
+        # the limit (the H200 learning run of session 9 lost its whole RL phase so).
+        stopped_by = f"loop.time_limit_s={loop.time_limit_s:g}: no step and evaluation fit in this launch"
+        say(run, f"kevin train: stopped before step {run.step + 1} ({stopped_by})")
+        last = run.step
     for step in range(run.step + 1, last + 1):
         metrics = train_step(run, step)
         run.step = step

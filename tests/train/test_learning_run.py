@@ -96,6 +96,44 @@ def test_loop_time_limit_ends_the_launch_with_a_final_evaluation(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / f"step_{result.last_step:06d}").exists()
 
 
+def _limited(time_limit_s: float, **loop):
+    return tiny_config(
+        rollout={"tasks_per_step": 1, "trajectories": 2, "turns": 1},
+        loop={"steps": 50, "split": "seeded", "eval_every": 100, "eval_at_start": True, "eval_trajectories": 2,
+              "eval_turns": 1, "time_limit_s": time_limit_s, **loop},
+    )  # fmt: skip
+
+
+def _train(config, run_dir, resume=False):
+    return train(
+        config,
+        run_dir,
+        resume=resume,
+        tasks=tasks(10, levels=(1,)),
+        policy_factory=lambda run: SlowPolicy(),
+        evaluator_factory=lambda run: FakeEvaluator(),
+        out=lambda line: None,
+    )
+
+
+def test_a_launch_whose_start_evaluation_leaves_no_room_takes_no_step(tmp_path):
+    # The held-out evaluation at the start takes >= 0.4 s; a step and a final evaluation would not
+    # fit the 0.6 s left, so the launch stops at step 0 instead of overrunning (H200, session 9).
+    result = _train(_limited(1.0), tmp_path / "run")
+    assert result.last_step == 0
+    assert "no step and evaluation fit" in result.stopped_by
+    assert [row["step"] for row in result.history] == [0]
+
+
+def test_a_resumed_launch_guards_its_first_step_with_the_earlier_launches_timing(tmp_path):
+    first = _train(_limited(None, stop_after_steps=2), tmp_path / "run")
+    assert first.last_step == 2
+    # A step and an evaluation each took >= 0.4 s before: a 0.5 s launch has no room for them.
+    resumed = _train(_limited(0.5), tmp_path / "run", resume=True)
+    assert resumed.last_step == 2
+    assert "no step and evaluation fit" in resumed.stopped_by
+
+
 def test_watchdog_writes_a_partial_report_and_ends_the_process(tmp_path):
     out = tmp_path / "learn"
     command = [sys.executable, str(SCRIPT), "--out", str(out), "--work", str(tmp_path / "work")]
