@@ -1,31 +1,38 @@
 """The learning run of issue #16 in one command: a small model made here learns to write faster
 kernels from real GPU rewards, judged on held-out tasks before and after.
 
-Launch on the GPU machine (one H200, from the repository root; torch and transformers already
-there, no network, nothing to download):
+Launches on the GPU machine (one H200, from the repository root; torch and transformers already
+there, no network, nothing to download). One launch does not fit a device call (10 minutes), so
+the run is split into launches on the same machine, kept warm between them (bench/learning_launch.sh):
 
-    PYTHONPATH=. python3 bench/learning_run.py --out $OUT/learn --budget-s 480
+    PYTHONPATH=. python3 bench/learning_run.py --out $OUT/l1 --work /tmp/kevin-learn --budget-s 500
+    PYTHONPATH=. python3 bench/learning_run.py --out $OUT/l2 --work /tmp/kevin-learn --budget-s 500 --resume
 
-Phases (the wall-clock budget covers them all; a watchdog ends the process at budget + 40 s and
-still writes what it has):
+Phases of the first launch (its budget covers them all; a watchdog ends the process at budget +
+40 s and still writes what it has):
 
-    family     40 training and 8 held-out tasks (kevin.train.family) at the GPU size; held-out
-               tasks are op combinations never seen in training                          ~1 s
+    family     120 training and 8 held-out tasks (kevin.train.family, --train-tasks) at the GPU
+               size; held-out tasks are op combinations never seen in training        ~1 s
     corpus     every kernel variant of the training tasks as (prompt, completion) samples, and
-               4 variants drawn per held-out task for the baseline (kevin.train.corpus)  ~1 s
+               2 variants drawn per held-out task for the baseline (kevin.train.corpus) ~2 s
     baseline   the corpus-average baseline: those held-out variants evaluated on the GPU, as
-               the policy's kernels are (also builds the evaluator's shim and times the held-out
-               references, which the later evaluations reuse); the tokenizer is trained and the
-               corpus encoded meanwhile                                                 ~45-70 s
+               the policy's kernels are (also times the held-out references, which the later
+               evaluations reuse, and builds the evaluator's shim unless the cache holds it:
+               ~100 s of a cold start in session 9); the tokenizer is trained and the corpus
+               encoded meanwhile                                          --baseline-s, 30-130 s
     sft        the warm start (kevin.train.sft): a 26M-parameter Llama from scratch on the
-               training corpus, bf16                                          --sft-s, ~90 s
+               training corpus, bf16                                         --sft-s, ~170 s
     rl         `kevin train --preset h200` from that checkpoint on the family (real cuda
                rewards, 100 ms timing budget, 12 candidates in flight): held-out evaluation at
-               step 0 (the SFT start), steps of 4 tasks x 8 trajectories x 1 turn, held-out
-               evaluation every 3 steps and at the end; loop.time_limit_s stops it at a step
-               boundary so the final evaluation still fits                   the rest, ~250 s
+               step 0 (the SFT start), steps of 2 tasks x 8 trajectories x 1 turn, held-out
+               evaluation every 4 steps and at the end of each launch; loop.time_limit_s stops it
+               at a step boundary so that evaluation and the checkpoint still fit      the rest
     report     metrics.json, learning.png (held-out correct and speedup over the steps, the SFT
                start and the corpus average), the RL run's curves.png, and a table   ~5 s
+
+A later launch (--resume) reads record.json in --work, restores the RL run's last checkpoint
+(model, optimiser, sampler, RNG: `kevin train --resume`), runs steps until its own budget, and
+writes the whole report again: the last launch's --out holds the run's every point.
 
 Outputs in --out (small files only): metrics.json, learning.png, table.txt, corpus_stats.json,
 corpus_sample.jsonl, corpus_baseline.jsonl, sft_log.jsonl, sft.json, and rl/ (config.json,
@@ -60,6 +67,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kevin.errors import UsageError  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
 from kevin.rl.metrics import compute_metrics  # noqa: E402
 from kevin.train import corpus as corpora  # noqa: E402
@@ -69,6 +77,7 @@ from kevin.train.config import TrainConfig  # noqa: E402
 from kevin.train.overrides import apply_overrides  # noqa: E402
 from kevin.train.tracking import read_jsonl  # noqa: E402
 
+RECORD_FILE = "record.json"
 REPORT_RESERVE_S = 35.0
 """Budget kept back from the RL loop for its setup, teardown and the report."""
 TOY_TRAIN = {"act": 2, "rowreduce": 1, "softmax": 1}
@@ -133,6 +142,18 @@ class LearningRun:
         self.phases: dict[str, float] = {}
         self.record: dict = {"budget_s": args.budget_s, "scale": args.scale, "backend": args.backend}
         self.evaluator_factory = evaluator_factory
+        self.kept = self.work / "report"
+        """Small outputs of the phases (family, baseline, corpus, SFT), copied into --out by every
+        launch's report."""
+        self.resuming = bool(args.resume)
+        if self.resuming:
+            path = self.work / RECORD_FILE
+            if not path.is_file():
+                raise UsageError(
+                    f"--resume: no {RECORD_FILE} in {self.work}: the first launch has not finished its "
+                    "warm start there; start without --resume"
+                )
+            self.record = {**json.loads(path.read_text(encoding="utf-8")), "budget_s": args.budget_s}
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -147,17 +168,23 @@ class LearningRun:
 
     def write_family(self):
         full = self.args.scale == "full"
-        specs = families.generate_family(
-            self.args.seed,
-            train_counts=None if full else TOY_TRAIN,
-            heldout_counts=None if full else TOY_HELDOUT,
-        )
-        size = "large" if self.args.backend == "cuda" else "small"
-        directory = families.write_family(self.work / "family", specs, size=size)
-        shutil.copy(directory / families.SPLIT_FILE, self.out / "split.json")
-        shutil.copy(directory / families.SPEC_FILE, self.out / "family.json")
+        directory = self.work / "family"
+        if not self.resuming:
+            specs = families.generate_family(
+                self.args.seed,
+                train_counts=families.train_counts(self.args.train_tasks) if full else TOY_TRAIN,
+                heldout_counts=None if full else TOY_HELDOUT,
+            )
+            size = "large" if self.args.backend == "cuda" else "small"
+            families.write_family(directory, specs, size=size)
+            shutil.copy(directory / families.SPLIT_FILE, self.kept / "split.json")
+            shutil.copy(directory / families.SPEC_FILE, self.kept / "family.json")
         specs, train, heldout = families.load_family(directory)
-        self.record["family"] = {"train": len(train), "heldout": len(heldout), "size": size}
+        self.record["family"] = {
+            "train": len(train),
+            "heldout": len(heldout),
+            "size": "large" if self.args.backend == "cuda" else "small",
+        }
         return directory, specs, train, heldout
 
     def start_baseline(self, specs, heldout):
@@ -200,7 +227,7 @@ class LearningRun:
                     "verdict": verdict,
                 }
             )
-        with (self.out / "corpus_baseline.jsonl").open("w", encoding="utf-8") as handle:
+        with (self.kept / "corpus_baseline.jsonl").open("w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(row) + "\n")
         summary = compute_metrics(rows, ks=[1])["overall"] if rows else {}
@@ -242,27 +269,42 @@ class LearningRun:
         return apply_overrides(self.base_config(), overrides)
 
     def run_rl(self, checkpoint: Path, family_dir: Path, evaluator) -> None:
+        from kevin.train.checkpoint import latest_checkpoint
         from kevin.train.loop import print_line, train
 
         limit = self.args.budget_s - self.elapsed() - REPORT_RESERVE_S
         config = self.rl_config(checkpoint, family_dir, limit)
         run_dir = self.work / "rl"
-        result = train(config, run_dir, evaluator_factory=lambda run: evaluator, out=print_line)
+        resume = latest_checkpoint(run_dir) is not None
+        result = train(
+            config, run_dir, resume=resume, evaluator_factory=lambda run: evaluator, out=print_line
+        )
         self.record["rl"] = {
             "steps": result.last_step,
             "stopped_by": result.stopped_by,
             "time_limit_s": round(limit),
         }
+        self.record.setdefault("launches", []).append(
+            {"resumed": resume, "last_step": result.last_step, "time_limit_s": round(limit)}
+        )
 
     # -- the whole run -------------------------------------------------------------------------
 
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
-        self.work.mkdir(parents=True, exist_ok=True)
+        self.kept.mkdir(parents=True, exist_ok=True)
         watchdog = Watchdog(self.args.budget_s + self.args.grace_s - self.elapsed(), self.report)
         watchdog.start()
         since = time.monotonic()
         family_dir, specs, train_tasks, heldout = self.write_family()
+        if self.resuming:
+            # Family, baseline and warm start are done: this launch only continues the RL run.
+            self.save_record()
+            self.run_rl(self.work / "sft", family_dir, self.real_evaluator())
+            self.phase(f"rl (launch {len(self.record['launches'])})", since)
+            watchdog.done.set()
+            self.report()
+            return 0
         samples = corpora.build_corpus(specs, train_tasks, self.args.backend)
         self.phase("family+corpus", since)
         since = time.monotonic()
@@ -270,15 +312,15 @@ class LearningRun:
         config = self.sft_config()
         prepared = sft.prepare(config, samples)
         stats = corpora.corpus_stats(samples, prepared.codec.count_tokens)
-        (self.out / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
-        corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.out / "corpus_sample.jsonl")
+        (self.kept / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+        corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.kept / "corpus_sample.jsonl")
         self.record["corpus"] = stats
         self.finish_baseline(picks, futures, self.args.baseline_s)
         self.phase("baseline", since)
         since = time.monotonic()
         result = sft.train_sft(config, samples, self.work / "sft", prepared=prepared)
         for name in (sft.SFT_LOG, sft.SFT_RECORD):
-            shutil.copy(self.work / "sft" / name, self.out / name)
+            shutil.copy(self.work / "sft" / name, self.kept / name)
         self.record["sft"] = {
             "steps": result.steps,
             "seconds": round(result.seconds, 1),
@@ -287,6 +329,7 @@ class LearningRun:
             "last_loss": result.losses[-1],
         }
         self.phase("sft", since)
+        self.save_record()
         since = time.monotonic()
         self.run_rl(self.work / "sft", family_dir, evaluator)
         self.phase("rl", since)
@@ -294,13 +337,22 @@ class LearningRun:
         self.report()
         return 0
 
+    def save_record(self) -> None:
+        """The record so far, in the work folder: a later launch (--resume) starts from it."""
+        (self.work / RECORD_FILE).write_text(json.dumps(self.record, indent=2) + "\n", encoding="utf-8")
+
     # -- the report ----------------------------------------------------------------------------
 
     def report(self, partial: str | None = None) -> None:
-        self.record["phases_s"] = dict(self.phases)
-        self.record["wall_s"] = round(self.elapsed(), 1)
+        self.record["phases_s"] = {**self.record.get("phases_s", {}), **self.phases}
+        self.record["wall_s"] = round(self.record.get("earlier_wall_s", 0.0) + self.elapsed(), 1)
         self.record["partial"] = partial
+        for path in self.kept.iterdir():
+            shutil.copy(path, self.out / path.name)
         write_report(self.record, self.work / "rl", self.out)
+        if partial is None:
+            self.record["earlier_wall_s"] = self.record["wall_s"]
+            self.save_record()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,11 +488,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--grace-s", type=float, default=40.0, help="the watchdog ends the process this long after the budget"
     )
-    parser.add_argument("--sft-s", type=float, default=90.0, help="most seconds of SFT training")
+    parser.add_argument("--sft-s", type=float, default=170.0, help="most seconds of SFT training")
     parser.add_argument(
-        "--baseline-s", type=float, default=120.0, help="most seconds to wait for the baseline"
+        "--baseline-s", type=float, default=90.0, help="most seconds to wait for the baseline"
     )
-    parser.add_argument("--baseline-per-task", type=int, default=4, help="corpus variants per held-out task")
+    parser.add_argument("--baseline-per-task", type=int, default=2, help="corpus variants per held-out task")
+    parser.add_argument(
+        "--train-tasks", type=int, default=120, help="training tasks of the family (full scale; 8 held out)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --work (a later launch: RL from its last checkpoint, then the report)",
+    )
     parser.add_argument("--scale", choices=("full", "toy"), default="full", help="toy: the CPU dry run")
     parser.add_argument("--backend", choices=("cuda", "cpp"), default="cuda")
     parser.add_argument("--seed", type=int, default=0)
@@ -452,7 +512,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None, evaluator_factory=None) -> int:
-    return LearningRun(parse_args(argv), evaluator_factory).run()
+    try:
+        return LearningRun(parse_args(argv), evaluator_factory).run()
+    except UsageError as exc:
+        print(f"learning_run: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

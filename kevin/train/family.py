@@ -52,6 +52,22 @@ TRAIN_COUNTS = {"act": 16, "residual": 8, "rowreduce": 9, "softmax": 7}
 HELDOUT_COUNTS = {"act": 3, "residual": 1, "rowreduce": 2, "softmax": 2}
 """Held-out tasks per kind by default (8)."""
 
+
+def train_counts(total: int) -> dict[str, int]:
+    """Training tasks per kind for `total` tasks, in TRAIN_COUNTS's proportions (largest remainders
+    first). More training tasks show the same pieces in more combinations: the warm start then
+    copies a held-out task's op chain more often instead of recalling a training task's."""
+    if total < len(KINDS):
+        raise UsageError(f"--train-tasks {total}: need at least {len(KINDS)}, one task of each kind")
+    weight = sum(TRAIN_COUNTS.values())
+    exact = {kind: total * TRAIN_COUNTS[kind] / weight for kind in KINDS}
+    counts = {kind: max(1, int(value)) for kind, value in exact.items()}
+    by_remainder = sorted(KINDS, key=lambda kind: counts[kind] - exact[kind])
+    for kind in by_remainder[: max(0, total - sum(counts.values()))]:
+        counts[kind] += 1
+    return counts
+
+
 SHAPES = {
     "act": [(4096, 8192), (8192, 4096), (16384, 2048), (2048, 16384)],
     "residual": [(4096, 8192), (8192, 4096), (16384, 2048)],
@@ -385,7 +401,7 @@ def load_family(directory: str | Path):
 
 
 def _run(args: argparse.Namespace) -> int:
-    specs = generate_family(args.seed)
+    specs = generate_family(args.seed, train_counts=train_counts(args.train_tasks))
     directory = write_family(args.out, specs, size=args.size)
     held = [s for s in specs if s.heldout]
     print(
@@ -407,6 +423,12 @@ def register_commands(subparsers) -> None:
     )
     parser.add_argument("--out", required=True, help="folder to write (empty or absent)")
     parser.add_argument("--seed", type=int, default=0, help="family seed (default 0)")
+    parser.add_argument(
+        "--train-tasks",
+        type=int,
+        default=sum(TRAIN_COUNTS.values()),
+        help=f"training tasks (default {sum(TRAIN_COUNTS.values())}; held-out tasks stay 8)",
+    )
     parser.add_argument(
         "--size",
         choices=("small", "large"),

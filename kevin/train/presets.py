@@ -61,8 +61,9 @@ def h200() -> TrainConfig:
     runs it on the generated family with `loop.tasks=DIR loop.split=DIR/split.json`). Start it from
     the warm start of `kevin sft --preset h200` (`--set model.name_or_path=DIR`): a randomly
     initialised model never writes a kernel. The `tiny_*` fields are that warm start's model (8
-    layers, width 512, about 26M parameters). Sized for minutes, not hours: 4 tasks x 8
-    trajectories x 1 turn per step (GPU evaluation is the bottleneck), a 100 ms timing budget and 3
+    layers, width 512, about 26M parameters). Sized for minutes, not hours: 2 tasks x 8
+    trajectories x 1 turn per step and 8 held-out tasks x 2 every 4 steps (GPU evaluation is the
+    bottleneck: 16 candidates took 40-120 s on the H200 in session 9), a 100 ms timing budget and 3
     correctness trials per candidate, a learning rate for a small model (not the paper's 2e-6), the
     time limit set by the caller (loop.time_limit_s)."""
     return TrainConfig(
@@ -76,7 +77,7 @@ def h200() -> TrainConfig:
             tiny_vocab_size=4096,
         ),
         rollout=RolloutConfig(
-            tasks_per_step=4,
+            tasks_per_step=2,
             trajectories=8,
             turns=1,
             backend="cuda",
@@ -93,15 +94,15 @@ def h200() -> TrainConfig:
             # A 26M model warm-started on a corpus writes many of its kernels again and again.
             reuse_verdicts=True,
         ),
-        optim=OptimConfig(lr=5e-5, grad_clip=1.0, micro_batch_tokens=65536),
+        optim=OptimConfig(lr=1e-4, grad_clip=1.0, micro_batch_tokens=65536),
         loop=LoopConfig(
-            steps=40,
+            steps=60,
             tasks="bundled",
             levels=(),
             task_size="large",
             split="paper",
-            eval_every=3,
-            eval_trajectories=4,
+            eval_every=4,
+            eval_trajectories=2,
             eval_turns=1,
             checkpoint_every=100,
             keep_checkpoints=1,

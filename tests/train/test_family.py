@@ -14,9 +14,11 @@ from kevin.train.family import (
     KINDS,
     OPS,
     SPLIT_FILE,
+    TRAIN_COUNTS,
     generate_family,
     load_family,
     read_family,
+    train_counts,
     write_family,
 )
 
@@ -64,6 +66,21 @@ def test_other_counts_and_bad_kinds():
 
     with pytest.raises(UsageError, match="unknown task kind"):
         generate_family(0, train_counts={"matmul": 1})
+
+
+def test_train_counts_keep_the_default_proportions_and_sum_to_the_total():
+    assert train_counts(40) == TRAIN_COUNTS
+    assert train_counts(120) == {kind: 3 * count for kind, count in TRAIN_COUNTS.items()}
+    for total in (4, 5, 41, 77, 199):
+        counts = train_counts(total)
+        assert sum(counts.values()) == total and min(counts.values()) >= 1, total
+    specs = generate_family(0, train_counts=train_counts(120))
+    assert sum(not s.heldout for s in specs) == 120 and sum(s.heldout for s in specs) == 8
+    assert not {s.signature for s in specs if not s.heldout} & {s.signature for s in specs if s.heldout}
+    from kevin.errors import UsageError
+
+    with pytest.raises(UsageError, match="at least 4"):
+        train_counts(3)
 
 
 def test_written_family_loads_through_the_task_loader(written):
@@ -133,6 +150,10 @@ def test_kevin_family_command(tmp_path, capsys):
     assert kevin_main(["family", "--out", str(out), "--size", "small", "--seed", "2"]) == 0
     assert "40 training and 8 held-out tasks (small)" in capsys.readouterr().out
     assert read_family(out) == generate_family(2)
+    assert (
+        kevin_main(["family", "--out", str(tmp_path / "big"), "--size", "small", "--train-tasks", "60"]) == 0
+    )
+    assert "60 training and 8 held-out tasks (small)" in capsys.readouterr().out
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "99_foreign.py").write_text("x = 1\n")
     assert kevin_main(["family", "--out", str(tmp_path / "other")]) == 2

@@ -70,6 +70,36 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert (tmp_path / "work" / "sft" / "model.safetensors").exists()
 
 
+def test_a_resumed_launch_continues_the_rl_run_and_reports_every_point(tmp_path, capsys):
+    work = tmp_path / "work"
+    common = ["--work", str(work), "--scale", "toy", "--backend", "cpp", "--budget-s", "300"]
+    common += ["--baseline-per-task", "1", "--set", "loop.stop_after_steps=1"]
+    assert (
+        learning_run.main(["--out", str(tmp_path / "l1"), *common], evaluator_factory=PassingEvaluator) == 0
+    )
+    first = json.loads((tmp_path / "l1" / "metrics.json").read_text())
+    assert first["rl"]["steps"] == 1 and [p["step"] for p in first["heldout"]] == [0, 1]
+    sft_mtime = (work / "sft" / "model.safetensors").stat().st_mtime
+    capsys.readouterr()
+    argv = ["--out", str(tmp_path / "l2"), *common, "--resume"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    assert "sft" not in capsys.readouterr().out.split("kevin train:")[0], "the warm start is not redone"
+    assert (work / "sft" / "model.safetensors").stat().st_mtime == sft_mtime
+    second = json.loads((tmp_path / "l2" / "metrics.json").read_text())
+    assert second["rl"]["steps"] == 2 and [p["step"] for p in second["heldout"]] == [0, 1, 2]
+    assert [launch["resumed"] for launch in second["launches"]] == [False, True]
+    assert second["corpus_average"] == first["corpus_average"] and second["sft"] == first["sft"]
+    assert second["wall_s"] > first["wall_s"]
+    for name in ("corpus_baseline.jsonl", "sft.json", "family.json", "learning.png", "rl/metrics.jsonl"):
+        assert (tmp_path / "l2" / name).exists(), name
+
+
+def test_resume_without_a_first_launch_is_a_usage_error(tmp_path, capsys):
+    argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "empty"), "--scale", "toy", "--resume"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "start without --resume" in capsys.readouterr().err
+
+
 class SlowPolicy(CyclingPolicy):
     def generate(self, prompts, sampling):
         time.sleep(0.4)
@@ -150,8 +180,8 @@ def test_watchdog_writes_a_partial_report_and_ends_the_process(tmp_path):
 def test_toy_dry_run_with_the_real_cpp_back_end(tmp_path):
     out = tmp_path / "learn"
     argv = ["--out", str(out), "--work", str(tmp_path / "work"), "--scale", "toy", "--backend", "cpp"]
-    argv += ["--budget-s", "600"]
-    argv += ["--baseline-per-task", "2", "--cache-dir", str(tmp_path / "cache")]
+    argv += ["--budget-s", "800"]
+    argv += ["--baseline-per-task", "2", "--baseline-s", "400", "--cache-dir", str(tmp_path / "cache")]
     assert learning_run.main(argv) == 0
     rows = [json.loads(line) for line in (out / "corpus_baseline.jsonl").read_text().splitlines()]
     assert len(rows) == 4

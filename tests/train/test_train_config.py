@@ -132,7 +132,9 @@ def test_the_split_leaves_out_what_a_validation_report_flags(tmp_path):
     report = tmp_path / "hygiene.json"
     report.write_text(json.dumps({"excluded": [{"id": tasks[0].id, "status": "degenerate"}]}))
     config = cfg.TrainConfig()
-    config = dataclasses.replace(config, loop=dataclasses.replace(config.loop, split="seeded", exclude=str(report)))
+    config = dataclasses.replace(
+        config, loop=dataclasses.replace(config.loop, split="seeded", exclude=str(report))
+    )
     train, held_out = load_split(config, tasks)
     kept = {t.id for t in train} | {t.id for t in held_out}
     assert kept == {t.id for t in tasks} - {tasks[0].id} and held_out
