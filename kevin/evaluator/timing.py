@@ -3,8 +3,21 @@
 The judge times every call of a runner by its own clock, from releasing the call to seeing it
 done, and takes off the cycle's own overhead, measured while the runner was still clean
 (`summarize_cycles`). `TimingConfig` says how long to warm up and how many calls to time: as many
-as fit in `budget_ms` of measured time, clamped to [`min_reps`, `max_reps`]. `TimingStats` is what
-an `EvalResult` carries under `timing` (and `baseline_timing`).
+as fit in `budget_ms` of measured time, clamped to [`min_reps`, `max_reps`], and no more than the
+warm-up's spread says are needed to know the median to `precision` (`planned_reps`). `TimingStats` is
+what an `EvalResult` carries under `timing` (and `baseline_timing`).
+
+Adaptive count (`planned_reps`): the settled half of the warm-up cycles gives a robust spread
+sigma = IQR / 1.349 of one call; a block mean of B calls has sigma / sqrt(B); the median of k block
+means has a standard error of about 1.2533 sigma / sqrt(B k) (normal data), so its 95% interval is
+within +-precision of the call's time t = median cycle - overhead when
+
+    k >= (1.96 * 1.2533 * sigma / (sqrt(B) * precision * t))^2
+
+and the count is ADAPTIVE_SAFETY x k x B calls, at least ADAPTIVE_MIN_REPS. A steady 2 ms kernel then
+needs ~32 calls instead of the 1000 a 2 s budget allows; a short noisy one still gets its budget.
+The calls are chosen before any is timed (fetched calls are drawn from the whole count, as before),
+so a runner cannot tell which call is the last or which are checked.
 """
 
 from __future__ import annotations
@@ -25,10 +38,17 @@ class TimingConfig:
     min_reps: int = 10
     max_reps: int = 1000
     flush_l2: bool = True
+    precision: float = 0.005
+    """Time no more calls than needed to know the median call to +-this share (95% interval),
+    judged from the warm-up's spread (`planned_reps`); 0 spends the whole budget."""
 
     def __post_init__(self) -> None:
         if self.budget_ms <= 0 or self.warmup_ms < 0:
             raise ValueError("timing budget_ms must be > 0 and warmup_ms >= 0")
+        if not 0 <= self.precision < 1:
+            raise ValueError(
+                f"timing precision must be in [0, 1) (a share of the median; got {self.precision})"
+            )
         if not 1 <= self.min_reps <= self.max_reps:
             raise ValueError(f"need 1 <= min_reps ({self.min_reps}) <= max_reps ({self.max_reps})")
 
@@ -101,6 +121,32 @@ def summarize_cycles(cycle_ms: list[float], overhead_ms: float, block: int) -> T
     )
 
 
+ADAPTIVE_MIN_WARM = 12
+"""Warm-up cycles needed to judge the spread; calls too long for that many in the warm-up time the
+whole budget (which is then only a few calls anyway)."""
+ADAPTIVE_MIN_REPS = 32
+"""Fewest calls an adaptive count plans: 8 blocks of 4 for the median of block means."""
+ADAPTIVE_SAFETY = 2.0
+"""The warm-up's spread is an estimate from a few dozen cycles: plan twice the calls it asks for."""
+
+
+def planned_reps(
+    warm_ns: list[int], budget_reps: int, min_reps: int, precision: float, overhead_ms: float, block: int
+) -> int:
+    """How many calls to time (module docstring): `budget_reps` (what the budget allows) or fewer,
+    when the settled half of the warm-up `warm_ns` says fewer know the median to `precision`."""
+    if precision <= 0 or len(warm_ns) < ADAPTIVE_MIN_WARM:
+        return budget_reps
+    settled = sorted(ns / 1e6 for ns in warm_ns[len(warm_ns) // 2 :])
+    call_ms = _quantile(settled, 0.5) - overhead_ms
+    if call_ms <= 0:
+        return budget_reps
+    sigma_ms = (_quantile(settled, 0.75) - _quantile(settled, 0.25)) / 1.349
+    blocks = (1.96 * 1.2533 * sigma_ms / (math.sqrt(block) * precision * call_ms)) ** 2
+    needed = math.ceil(ADAPTIVE_SAFETY * blocks * block)
+    return min(budget_reps, max(needed, min_reps, ADAPTIVE_MIN_REPS))
+
+
 DISPERSION_RATIO = 4.0
 DISPERSION_FLOOR_MS = 0.05
 TIMING_ATTEMPTS = 3
@@ -158,7 +204,3 @@ def _quantile(ordered: list[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-
-

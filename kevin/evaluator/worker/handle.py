@@ -167,7 +167,13 @@ class RunnerHandle:
         self.started = time.perf_counter()
         judge_end, runner_end = socket.socketpair()
         self.area = SharedArea(area_bytes)
-        command = [sys.executable, "-m", "kevin.evaluator.worker.runner", str(runner_end.fileno()), str(self.area.fd)]
+        command = [
+            sys.executable,
+            "-m",
+            "kevin.evaluator.worker.runner",
+            str(runner_end.fileno()),
+            str(self.area.fd),
+        ]
         try:
             self.process = spawn.spawn_confined(
                 command, pass_fds=(runner_end.fileno(), self.area.fd), env=env, cwd=cwd, lock=lock
@@ -188,7 +194,9 @@ class RunnerHandle:
         self.killed = False
 
     # -- commands ------------------------------------------------------------------------------------
-    def request(self, command: str, builds: Any = None, deadline_s: float | None = None, **fields: Any) -> dict[str, Any]:
+    def request(
+        self, command: str, builds: Any = None, deadline_s: float | None = None, **fields: Any
+    ) -> dict[str, Any]:
         """Send a command; its reply must echo the command's sequence number. While a `load` runs,
         the runner may ask for builds first (`{"build": arguments}`): `builds(arguments)` answers
         each (the judge's build broker), at most MAX_BUILDS of them. With `deadline_s`, a reply
@@ -279,6 +287,7 @@ class RunnerHandle:
         output_start: int = 0,
         settle_ms: float = SETTLE_MS,
         call_deadline_s: float | None = None,
+        plan: Any = None,
     ) -> CycleRecord:
         """Warm up, then time calls until the budget; `seeds()` gives each call's input seed,
         `fetch(index, reps)` says, after a timed call is DONE, whether to fetch its output, and
@@ -288,7 +297,9 @@ class RunnerHandle:
         the call starts (outside the clock: the runner only reads them); elsewhere the runner
         refills its inputs from the seed inside the clock. The warm-up goes on past `warmup_ms`, for
         at most `settle_ms` more, until the cycles have settled (`settled`). A call, fetch or reply
-        later than `call_deadline_s` kills the runner (`CallTimedOut`)."""
+        later than `call_deadline_s` kills the runner (`CallTimedOut`). `plan(warm_ns, reps)`, when
+        given, may lower the count the budget allows after seeing the warm-up (timing.planned_reps);
+        the count is fixed before the first timed call."""
         with self._deadline(call_deadline_s):
             words = self.area.words
             if spin:
@@ -314,6 +325,8 @@ class RunnerHandle:
             call = self._warm_up(record, spin, words, seeds, prepare, warmup_ms, min_warmup, settle_ms)
             estimate_ms = max(sorted(record.warm_ns)[len(record.warm_ns) // 2] / 1e6, 1e-4)
             reps = int(min(max(budget_ms / estimate_ms, min_reps), max_reps))
+            if plan is not None:
+                reps = max(min_reps, min(reps, plan(record.warm_ns, reps)))
             for index in range(reps):
                 call += 1
                 seed = seeds()

@@ -80,7 +80,9 @@ class TimingStage:
         self.checks.setdefault("settled", {})["calibrate " + who] = record.settled
         return overhead_from([record], nbytes)
 
-    def overhead_cycles(self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int) -> Any:
+    def overhead_cycles(
+        self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int
+    ) -> Any:
         """Cycles without a call (refill, flush, synchronize, signal) in `runner`, with `fetches` of an
         output-sized buffer spread over them. Only a runner whose code is trusted may be asked: one
         that never loaded a candidate."""
@@ -120,7 +122,11 @@ class TimingStage:
         budget_ms = min(BRACKET_BUDGET_MS, self.timing_config()["budget_ms"] / 10)
         nbytes = overhead["output_bytes"]
         before = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
-        record = self.time_model(runner, overhead, who)
+        # The count of timed calls is planned against the overhead of this moment (the baseline has
+        # no other: its runner was never calibrated clean).
+        record = self.time_model(
+            runner, {**overhead, "cycle_ms": overhead_from([before], nbytes)["cycle_ms"]}, who
+        )
         after = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
         self.checks.setdefault("settled", {})["bracket " + who] = before.settled and after.settled
         overhead = overhead_from([before, after], nbytes)
@@ -135,7 +141,9 @@ class TimingStage:
         kernels), and the overhead O takes that back out."""
         if self.is_cuda:
             return {}
-        described, views, output_start = exchange.shared_inputs(runner.area, self.draw(self.rng.getrandbits(62)))
+        described, views, output_start = exchange.shared_inputs(
+            runner.area, self.draw(self.rng.getrandbits(62))
+        )
         torch = self.torch
 
         def prepare(seed: int) -> None:
@@ -174,6 +182,14 @@ class TimingStage:
                 # The candidate's runner (warm after its trials) gets the per-call deadline; the
                 # baseline's reference is ours and never timed out here.
                 call_deadline_s=call_deadline_s(self.reference_call_s) if who == "candidate" else None,
+                plan=lambda warm_ns, reps: timing.planned_reps(
+                    warm_ns,
+                    reps,
+                    config["min_reps"],
+                    config.get("precision", 0.0),  # a job made without it times the whole budget
+                    overhead.get("cycle_ms", 0.0),
+                    BLOCK_CALLS,
+                ),
                 **self.shared_inputs(runner),
             )
         except RunnerFailed as failed:
@@ -182,7 +198,11 @@ class TimingStage:
         return record
 
     def time_steadily(
-        self, runner: RunnerHandle, overhead: dict[str, Any], who: str = "candidate", control: RunnerHandle | None = None
+        self,
+        runner: RunnerHandle,
+        overhead: dict[str, Any],
+        who: str = "candidate",
+        control: RunnerHandle | None = None,
     ) -> tuple[Any, bool, dict[str, Any]]:
         """`time_model` (bracketed by overhead cycles in `control` when given: `time_bracketed`),
         again while its timing or its bracket is dispersed (kevin.evaluator.timing.dispersed), up
@@ -198,11 +218,15 @@ class TimingStage:
                     record, used = self.time_model(runner, overhead, who), overhead
                 else:
                     record, used = self.time_bracketed(runner, control, overhead, who)
-                stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], used["cycle_ms"], BLOCK_CALLS)
+                stats = timing.summarize_cycles(
+                    [c / 1e6 for c in record.cycle_ns], used["cycle_ms"], BLOCK_CALLS
+                )
                 bracket = used.pop("cycles_ms", None)
                 spread = max(timing.dispersion(stats), timing.cycles_dispersion(bracket) if bracket else 0.0)
                 signalling = "spin" if self.is_cuda else "block"
-                unsteady = bool(bracket) and timing.cycles_dispersed(bracket, stats.wall_median_ms, signalling)
+                unsteady = bool(bracket) and timing.cycles_dispersed(
+                    bracket, stats.wall_median_ms, signalling
+                )
                 attempts.append((spread, record, timing.dispersed(stats), used, unsteady))
                 if not (attempts[-1][2] or unsteady):
                     break
