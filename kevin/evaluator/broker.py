@@ -20,7 +20,9 @@ sha256, or the error load_inline would raise. In the broker:
   * a miss builds in a fresh staging directory: first kevin's fast path (compile and link only,
     kevin.evaluator.fastbuild), else torch's own load_inline in a throwaway Python process whose
     last step (importing the module) is replaced by returning its path, so no candidate code runs
-    in any process with the judge's powers; both run in their own process group, killed on timeout;
+    in any process with the judge's powers, and whose ninja step ends at the first failed command
+    (ninja itself would let main.cpp's 20-30 s compile finish before it reported an error in
+    cuda.cu); both run in their own process group, killed on timeout;
   * the built library is checked (kevin.evaluator.symbols: imports, libraries, search paths, raw
     system calls); a refusal reads like a link error;
   * the library's sha256 goes into the entry's manifest (`kevin-entry.json`, written only here) and
@@ -40,7 +42,7 @@ embedded in its library; run the broker's builds under read rules (Landlock) tha
 directories and secrets. Compile-time resource use is bounded only by the timeout. The symbol check's
 own limits are in kevin.evaluator.symbols.
 
-Why one module of ~560 lines: the broker class, its throwaway build process and its manifest checks
+Why one module of ~610 lines: the broker class, its throwaway build process and its manifest checks
 are one protocol over one cache layout; the request's and the flags' checks are their own modules
 (kevin.evaluator.buildrequest, kevin.evaluator.buildflags).
 """
@@ -95,15 +97,53 @@ class _Corrupt(Exception):
 # -- the throwaway build process ----------------------------------------------------------------------
 
 _TORCH_BUILD = r"""
-import json, os, sys
+import inspect, json, os, signal, subprocess, sys
 spec = json.load(open(sys.argv[1]))
 result = {"ok": False, "error_type": "SystemError", "error": "kevin: the build process did not finish"}
+
+
+def run_ninja_to_the_first_failure(build_directory, verbose, error_prefix):
+    # torch's _run_ninja_build (`ninja -v`, its -j, the output in its RuntimeError), except that the
+    # first failed command ends the build: ninja itself waits for every command still running
+    # (main.cpp's pybind11 and torch headers: 20-30 s) before it reports a failure. ninja takes a
+    # signal only while it waits for its commands, so the failed command's output is printed in
+    # full before SIGTERM stops the others. (A line that starts with FAILED: is ninja's: compilers
+    # prefix theirs with a file, a program or spaces.)
+    workers = ce._get_num_workers(verbose)
+    ninja = subprocess.Popen(
+        ["ninja", "-v", *(["-j", str(workers)] if workers is not None else [])],
+        cwd=build_directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    lines, stopped = [], False
+    for line in ninja.stdout:
+        lines.append(line)
+        if not stopped and line.startswith((b"FAILED: ", b"\x1b[31mFAILED: ")):
+            ninja.send_signal(signal.SIGTERM)
+            stopped = True
+    if ninja.wait() == 0:
+        return
+    if stopped and lines[-1:] == [b"ninja: build stopped: interrupted by user.\n"]:
+        lines[-1] = b"ninja: build stopped: subcommand failed.\n"  # what it says once the others end
+    output = b"".join(lines).decode(errors="replace")
+    raise RuntimeError(f"{error_prefix}: {output}" if output else error_prefix)
+
+
 try:
     import torch.utils.cpp_extension as ce
     if not callable(getattr(ce, "_import_module_from_library", None)):
         raise SystemError("kevin: this torch has no _import_module_from_library: the broker will not build by loading")
     # torch's last step imports (runs) the library: here it only names it.
     ce._import_module_from_library = lambda name, path, is_python_module: os.path.join(path, name + ce.LIB_EXT)
+    # A torch whose ninja step is not the one run_ninja_to_the_first_failure stands in for builds its own way.
+    if (
+        os.name == "posix"
+        and callable(getattr(ce, "_get_num_workers", None))
+        and callable(getattr(ce, "_run_ninja_build", None))
+        and list(inspect.signature(ce._run_ninja_build).parameters) == ["build_directory", "verbose", "error_prefix"]
+    ):
+        ce._run_ninja_build = run_ninja_to_the_first_failure
     getattr(ce, spec["function"])(**spec["kwargs"])
     result = {"ok": True, "error_type": "", "error": ""}
 except BaseException as exc:
