@@ -33,10 +33,34 @@ Usage on the GPU machine (KernelBench files from --kernelbench, $KEVIN_KERNELBEN
 ../shared/kernelbench_data or .kb/, in that order; `--list-problems` prints the files needed):
     PYTHONPATH=. python bench/eval_throughput.py --out bench/results/h200 --passes cold
     PYTHONPATH=. python bench/eval_throughput.py --out bench/results/h200 --passes cached
-On a CPU: `--dry-run` checks the manifest, the problem files and the static gate, and runs nothing;
+Measuring the hangs' cost (two device calls, then merge here):
+    PYTHONPATH=. python bench/eval_throughput.py --out OUT --passes cold --harness kevin
+    PYTHONPATH=. python bench/eval_throughput.py --out OUT --passes cold --harness kevin --hangs
+On a CPU: `--dry-run` checks the manifest (hang candidates included, whatever --hangs says), the
+problem files and the static gate, and runs nothing;
 `--report-only` rewrites the markdown from the pass JSONs found under --out (passes run in separate
 device calls, each writing to its own folder, can be copied into one and merged there); a
 hand-written eval_throughput_notes.md there is kept at the top of the report.
+
+Hangs (issue #15: "add 5% hanging candidates to the mix: the rate may drop by no more than 10%"):
+`--hangs` adds the manifest's hang kind (candidates whose first call never returns: a kernel spinning
+on a flag, a host loop in forward, a deadlock between blocks, a host waiting for a kernel that waits
+for it; expected verdict `timeout`, what kevin's per-call deadline gives: the runner killed, stage
+timeout, blamed on the candidate) to kevin's pass, 4 of 70 (5.7%), spread evenly through its order.
+Without the flag the batch is the 66 every earlier pass measured. Harness (a) never runs them (no
+per-call deadline: one would stall it until the device call's limit); the report says so. Such a
+pass is written to throughput_<pass>_hangs.json and reports each hang's verdict, stage, worker
+seconds and device-held seconds (stage_seconds), and candidates/hour over its wall for the whole
+batch and for the non-hang candidates alone. The drop is read two ways:
+  measured   the same pass without --hangs (same machine, same flags) in the same --out: the change
+             of the whole batch's candidates/hour (hangs counted, each is a candidate with a
+             verdict), the criterion, and of the non-hang candidates' alone. Two cold passes do not
+             fit in one 600 s device call: run them as two calls and merge with --report-only.
+  estimated  from the --hangs pass alone: its non-hang candidates over its wall less the hangs'
+             device-held seconds (a hang holds the device shared for its whole call deadline, so no
+             timing starts meanwhile). Exact when the pass is bound by the device lock (the cold
+             pass is: ~180 of ~235 s exclusive on the H200) and no two hangs held it at once; it
+             misses what a spinning kernel costs the work beside it and its teardown after the kill.
 
 What this does not measure: the plain harness shares the CPU with kevin's builds (its build times
 are contended, as a real sequential harness on an idle machine would not be). (a) checks only
@@ -45,7 +69,7 @@ a relative-L2 gate, so a kernel wrong only there reads correct under (a): report
 disagreement, not hidden. The report's "(a) at 1e-2" column is (a)'s verdict at KernelBench's
 tolerance, which passes some wrong kernels (an off-by-one in a long reduction).
 
-Why one module of ~550 lines: the kevin pass, the GPU sampler and the CLI share one run's state and
+Why one module of ~630 lines: the kevin pass, the GPU sampler and the CLI share one run's state and
 report; harness (a) and the report rendering are already modules of their own.
 """
 
@@ -72,8 +96,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from plain_harness import PlainRunner, judge_trial, plain_verdict  # noqa: E402, F401  (re-exported for the tests)
 from throughput_report import (  # noqa: E402  (bench/ is on the path only from here on)
+    HANG,
     _count,
     agreement,
+    hang_comparisons,
+    hang_peer,
+    hang_summary,
     load_manifest,
     markdown,
     summarize_kevin,
@@ -107,10 +135,22 @@ def problems_needed(rows: list[dict[str, Any]]) -> list[str]:
     return sorted({row["problem"] for row in rows})
 
 
+def kevin_batch(rows: list[dict[str, Any]], hangs: bool) -> list[dict[str, Any]]:
+    """kevin's order: the non-hang candidates in manifest order; with `hangs`, the hang candidates
+    spread evenly through it (the i-th of h after about (i + 1) / (h + 1) of the others), so that
+    they overlap every part of the pass rather than its start or its end."""
+    others = [r for r in rows if r["kind"] != HANG]
+    order = list(others)
+    extra = [r for r in rows if r["kind"] == HANG] if hangs else []
+    for i, row in enumerate(extra):
+        order.insert(round((i + 1) * len(others) / (len(extra) + 1)) + i, row)
+    return order
+
+
 def interleaved(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The plain harness's order: one of each kind in turn (correct, compile_error, wrong, slow), and
     within a kind the problems in turn, level 1 and level 2 alternating, so any prefix covers every
-    kind and spreads over problems."""
+    kind and spreads over problems. Kinds outside KINDS (hang) are never in it."""
     queues = {kind: _spread_problems([r for r in rows if r["kind"] == kind]) for kind in KINDS}
     order: list[dict[str, Any]] = []
     while any(queues.values()):
@@ -333,6 +373,8 @@ def environment() -> dict[str, Any]:
 def run_pass(
     name: str, manifest: list[dict], args: argparse.Namespace, kb: Path, started: float
 ) -> dict[str, Any]:
+    """One pass over `manifest` (kevin's order, hang candidates included when --hangs); harness (a)
+    gets the others only."""
     from kevin.evaluator.evaluate import EvalConfig, device_lock_file
     from kevin.evaluator.timing import TimingConfig
 
@@ -346,10 +388,11 @@ def run_pass(
     sampler = GpuSampler().start()
     pass_started = time.monotonic()
     plain = None
+    hang_ids = [r["id"] for r in manifest if r["kind"] == HANG]
     if name in ("cold", "plain") and args.harness in ("both", "plain") and args.a_limit > 0:
         lock = device_lock_file(config)
         plain = PlainRunner(
-            interleaved(manifest),
+            interleaved([r for r in manifest if r["kind"] != HANG]),
             kb,
             lock,
             args.timing_budget_ms,
@@ -379,6 +422,7 @@ def run_pass(
             "a_limit": args.a_limit,
             "a_jobs": args.a_jobs,
             "deadline_s": args.deadline_s,
+            "hangs": bool(hang_ids),
             "kernelbench": str(kb),
             "cache_dir": str(cache),
         },
@@ -395,14 +439,28 @@ def run_pass(
         }
     report["verdicts"] = verdict_table(manifest, plain_rows, kevin_rows)
     report["agreement"] = agreement(report["verdicts"])
+    if hang_ids:
+        skipped = hang_ids if plain is not None else []
+        report["hangs"] = hang_summary(kevin_rows, hang_ids, kevin_wall, skipped)
     return report
 
 
-def dry_run(manifest: list[dict], kb: Path) -> int:
-    """CPU-only: the manifest, the problem files, the static gate; nothing is built or run."""
+def pass_file(name: str, hangs: bool) -> str:
+    """A pass with hangs in the mix has a file of its own, beside the same pass without them."""
+    return f"throughput_{name}{'_hangs' if hangs else ''}.json"
+
+
+def dry_run(manifest: list[dict], kb: Path, hangs: bool = False) -> int:
+    """CPU-only: the manifest (every candidate, hang ones too), the problem files, the static gate;
+    nothing is built or run. `hangs`: kevin's order is shown with them in it."""
     from kevin import gate as checks
 
     problems = problems_needed(manifest)
+    expected = {"correct": "correct", "slow": "correct", "wrong": "wrong", "compile_error": "compile_error"}
+    expected[HANG] = "timeout"
+    unfit = [
+        r["id"] for r in manifest if expected.get(r["kind"]) != r["expected"] or not Path(r["path"]).is_file()
+    ]
     missing = [p for p in problems if not (kb / p).is_file()]
     rejected = []
     for row in manifest:
@@ -420,8 +478,20 @@ def dry_run(manifest: list[dict], kb: Path) -> int:
         f"static gate: {len(manifest) - len(rejected)}/{len(manifest)} accepted"
         + (f"; rejected {', '.join(rejected)}" if rejected else "")
     )
+    if unfit:
+        print(f"manifest: unknown kind, wrong expected verdict or no file: {', '.join(unfit)}")
+    batch = kevin_batch(manifest, hangs)
+    held = [f"{r['id']} (#{i + 1})" for i, r in enumerate(batch) if r["kind"] == HANG]
+    print(
+        f"kevin's batch: {len(batch)} candidates"
+        + (
+            f", {len(held)} hang ({len(held) / len(batch):.1%}): {', '.join(held)}"
+            if hangs
+            else " (no hangs: --hangs adds them)"
+        )
+    )
     print("plain harness order:", " ".join(r["id"] for r in interleaved(manifest)))
-    return 1 if missing or rejected else 0
+    return 1 if missing or rejected or unfit else 0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -468,6 +538,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--only", default="", help="substring filter on candidate ids (for a quick check)")
     parser.add_argument(
+        "--hangs",
+        action="store_true",
+        help="add the hang candidates (about 5%%) to kevin's passes; harness (a) never runs them",
+    )
+    parser.add_argument(
         "--list-problems", action="store_true", help="print the KernelBench files needed and exit"
     )
     parser.add_argument("--dry-run", action="store_true", help="check everything that needs no GPU and exit")
@@ -486,27 +561,35 @@ def write_report(out: Path, reports: list[dict[str, Any]]) -> None:
     (out / "eval_throughput.md").write_text(
         markdown(reports, notes.read_text().strip() if notes.is_file() else "")
     )
+    compared = hang_comparisons(reports)
+    if compared:
+        (out / "eval_throughput_hangs.json").write_text(json.dumps(compared, indent=1))
+
+
+def print_summaries(reports: list[dict[str, Any]]) -> None:
+    for report in with_full_plain(reports):
+        print(summary_text(report, hang_peer(report, reports)), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
-    manifest = [r for r in load_manifest() if args.only in r["id"]]
+    everything = [r for r in load_manifest(hangs=True) if args.only in r["id"]]
+    manifest = kevin_batch(everything, args.hangs)
     kb = kernelbench_dir(args.kernelbench)
     if args.list_problems:
         for problem in problems_needed(manifest):
             print(problem)
         return 0
     if args.dry_run:
-        return dry_run(manifest, kb)
+        return dry_run(everything, kb, args.hangs)
     if args.report_only:
         found = [json.loads(p.read_text()) for p in sorted(Path(args.out).glob("throughput_*.json"))]
         if not found:
             print(f"no throughput_*.json under {args.out}", file=sys.stderr)
             return 2
         write_report(Path(args.out), found)
-        for report in with_full_plain(found):
-            print(summary_text(report))
+        print_summaries(found)
         return 0
     missing = [p for p in problems_needed(manifest) if not (kb / p).is_file()]
     if missing:
@@ -522,13 +605,13 @@ def main(argv: list[str] | None = None) -> int:
         if name not in ("cold", "cached", "plain"):
             print(f"unknown pass {name!r}; use cold, cached and/or plain", file=sys.stderr)
             return 2
-        report = run_pass(name, manifest, args, kb, started)
-        (out / f"throughput_{name}.json").write_text(json.dumps(report, indent=1, default=str))
+        batch = manifest if name != "plain" else [r for r in manifest if r["kind"] != HANG]
+        report = run_pass(name, batch, args, kb, started)
+        (out / pass_file(name, "hangs" in report)).write_text(json.dumps(report, indent=1, default=str))
         reports.append(report)
     found = [json.loads(p.read_text()) for p in sorted(out.glob("throughput_*.json"))]
     write_report(out, found)
-    for report in with_full_plain(found):
-        print(summary_text(report), flush=True)
+    print_summaries(found)
     return 0
 
 

@@ -1,7 +1,8 @@
 """The numbers and the report of bench/eval_throughput.py: summaries of each harness's rows,
 the verdict table and its agreement, the merge with a full `plain` pass, the markdown and the
-one-line summary. Pure functions of the pass reports (JSON), so `--report-only` can rebuild
-eval_throughput.md from committed files without a GPU."""
+one-line summary, and for a pass run with `--hangs` its hang candidates and the rates with and
+without them (`hang_summary`, `hang_comparison`). Pure functions of the pass reports (JSON), so
+`--report-only` can rebuild eval_throughput.md from committed files without a GPU."""
 
 from __future__ import annotations
 
@@ -14,10 +15,16 @@ GPU_STAGES = ("inputs", "correctness", "timing", "reference", "baseline")
 """kevin worker stages run while it holds the device (kevin.evaluator.devlock): shared or exclusively."""
 EXCLUSIVE_STAGES = ("timing", "baseline")
 """The stages that hold it exclusively (nothing else runs on the GPU meanwhile)."""
+HANG = "hang"
+"""The manifest kind of a candidate whose first call never returns (expected verdict: timeout)."""
+HANG_BUDGET = 0.10
+"""Issue #15: with ~5% hangs in the mix the rate may drop by no more than this."""
 
 
-def load_manifest(path: Path = CANDIDATES / "manifest.json") -> list[dict[str, Any]]:
-    rows = json.loads(path.read_text())
+def load_manifest(path: Path = CANDIDATES / "manifest.json", hangs: bool = False) -> list[dict[str, Any]]:
+    """The candidates in manifest order; the hang kind only with `hangs` (--hangs), so that the
+    default batch stays the one every earlier pass measured."""
+    rows = [row for row in json.loads(path.read_text()) if hangs or row["kind"] != HANG]
     for row in rows:
         row["path"] = str(path.parent / row["candidate"])
     return rows
@@ -102,6 +109,120 @@ def summarize_plain(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]
     }
 
 
+def _per_hour(count: int, wall_s: float) -> float | None:
+    return round(count / wall_s * 3600, 1) if wall_s > 0 and count else None
+
+
+def hang_summary(
+    kevin_rows: list[dict[str, Any]], hang_ids: list[str], wall_s: float, plain_skipped: list[str]
+) -> dict[str, Any]:
+    """The hang candidates of a kevin pass run with --hangs, and the pass's rates with and without
+    them. Per hang: verdict, stage, blame, the worker's total seconds and the seconds it held the
+    device (GPU_STAGES of stage_seconds: for a hang, mostly the `correctness` call kevin's per-call
+    deadline cut). Rates, all over the pass's one wall (first submission to last result):
+    `per_hour_all` every finished candidate, hangs included (the summary's candidates_per_hour);
+    `per_hour_others` the finished non-hang candidates only; `per_hour_others_without_estimate` the
+    non-hang candidates over the wall less the hangs' device-held seconds: what the pass would have
+    made without them if it is bound by the device lock (a hang holds it shared, so no timing
+    starts meanwhile) and no two hangs held it at once; `estimated_drop` compares per_hour_all with
+    it. The measured drop needs a pass without hangs beside it (`hang_comparison`)."""
+    by_id = {r["id"]: r for r in kevin_rows}
+    hangs = []
+    for hang_id in hang_ids:
+        row = by_id.get(hang_id, {})
+        seconds = row.get("stage_seconds") or {}
+        hangs.append(
+            {
+                "id": hang_id,
+                "verdict": row.get("verdict", "not_run"),
+                "stage": row.get("stage"),
+                "blame": row.get("blame"),
+                "error": (row.get("error") or "")[:300],
+                "total_s": seconds.get("total"),
+                "gpu_held_s": round(kevin_gpu_s(row), 2),
+                "stage_seconds": seconds,
+            }
+        )
+    done = [r for r in kevin_rows if r.get("verdict") not in ("not_run", None)]
+    others = [r for r in done if r["id"] not in hang_ids]
+    finished = [h for h in hangs if h["verdict"] != "not_run"]
+    held = sum(h["gpu_held_s"] for h in finished)
+    all_rate = _per_hour(len(done), wall_s)
+    without = _per_hour(len(others), wall_s - held)
+    return {
+        "count": len(hang_ids),
+        "of": len(kevin_rows),
+        "share": round(len(hang_ids) / len(kevin_rows), 3) if kevin_rows else None,
+        "finished": len(finished),
+        "timeout": sum(1 for h in hangs if h["verdict"] == "timeout"),
+        "total_s": round(sum(float(h["total_s"] or 0.0) for h in finished), 1),
+        "gpu_held_s": round(held, 1),
+        "per_hour_all": all_rate,
+        "per_hour_others": _per_hour(len(others), wall_s),
+        "per_hour_others_without_estimate": without,
+        "estimated_drop": round(1 - all_rate / without, 3) if all_rate and without else None,
+        "plain_skipped": list(plain_skipped),
+        "candidates": hangs,
+    }
+
+
+def hang_comparison(report: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
+    """A pass run with --hangs against the same pass without them (`peer`): the measured drop of
+    candidates/hour, of the whole batch (hangs counted: each is a candidate with a verdict; the
+    criterion, at most HANG_BUDGET) and of the non-hang candidates alone. `comparable` is False
+    when the two passes differ in --jobs, timing budget or non-hang candidates."""
+    without = peer["kevin"]["summary"]["candidates_per_hour"]
+    with_all = report["kevin"]["summary"]["candidates_per_hour"]
+    others = report["hangs"]["per_hour_others"]
+    hang_ids = {h["id"] for h in report["hangs"]["candidates"]}
+    differ = [
+        key for key in ("jobs", "timing_budget_ms") if report["config"].get(key) != peer["config"].get(key)
+    ]
+    if {r["id"] for r in report["verdicts"] if r["id"] not in hang_ids} != {
+        r["id"] for r in peer["verdicts"]
+    }:
+        differ.append("candidates")
+
+    def drop(rate: float | None) -> float | None:
+        return round(1 - rate / without, 3) if rate and without else None
+
+    return {
+        "pass": peer["pass"],
+        "per_hour_without_hangs": without,
+        "per_hour_all": with_all,
+        "per_hour_others": others,
+        "drop": drop(with_all),
+        "drop_others": drop(others),
+        "within_budget": drop(with_all) <= HANG_BUDGET if drop(with_all) is not None else None,
+        "comparable": not differ,
+        "differ": differ,
+    }
+
+
+def hang_peer(report: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pass of the same name without hangs among `reports`, if any."""
+    if not report.get("hangs"):
+        return None
+    return next((r for r in reports if r["pass"] == report["pass"] and not r.get("hangs")), None)
+
+
+def hang_comparisons(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pass run with --hangs: its hang summary and, where its peer is there, the comparison
+    (eval_throughput_hangs.json)."""
+    found = []
+    for report in reports:
+        if report.get("hangs"):
+            peer = hang_peer(report, reports)
+            found.append(
+                {
+                    "pass": report["pass"],
+                    "hangs": report["hangs"],
+                    "comparison": hang_comparison(report, peer) if peer is not None else None,
+                }
+            )
+    return found
+
+
 def _count(values: Any) -> dict[str, int]:
     counts: dict[str, int] = {}
     for value in values:
@@ -127,6 +248,7 @@ def verdict_table(manifest: list[dict], plain: list[dict], kevin: list[dict]) ->
                 "kevin": b,
                 "agree": (a == b) if a is not None and b is not None else None,
                 "kevin_as_expected": (b == row["expected"]) if b is not None else None,
+                "note": row.get("note", ""),
                 "kevin_speedup": by_kevin.get(row["id"], {}).get("speedup"),
                 "plain_speedup": by_plain.get(row["id"], {}).get("speedup"),
                 "plain_kernelbench": by_plain.get(row["id"], {}).get("kernelbench_verdict"),
@@ -168,7 +290,6 @@ def with_full_plain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     full = next((r for r in reports if r["pass"] == "plain"), None)
     if full is None:
         return reports
-    manifest = load_manifest()
     merged = []
     for report in reports:
         if report["pass"] == "plain":
@@ -177,6 +298,7 @@ def with_full_plain(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
         own = (report.get("plain") or {}).get("rows", [])
         seen = {r["id"] for r in own}
         rows = own + [r for r in full["plain"]["rows"] if r["id"] not in seen]
+        manifest = load_manifest(hangs=bool(report.get("hangs")))
         report = dict(report, verdicts=verdict_table(manifest, rows, report["kevin"]["rows"]))
         report["agreement"] = dict(agreement(report["verdicts"]), with_plain_pass=True)
         merged.append(report)
@@ -188,14 +310,16 @@ def markdown(reports: list[dict[str, Any]], notes: str = "") -> str:
     if notes:
         lines += [notes, ""]
     for report in with_full_plain(reports):
-        lines += _pass_section(report)
+        lines += _pass_section(report, hang_peer(report, reports))
     return "\n".join(lines)
 
 
-def _pass_section(report: dict[str, Any]) -> list[str]:
-    """One pass of the report: its harness table, GPU use, verdict agreement and verdict table."""
+def _pass_section(report: dict[str, Any], peer: dict[str, Any] | None = None) -> list[str]:
+    """One pass of the report: its harness table, its hang candidates (with --hangs; `peer` is the
+    same pass without them), GPU use, verdict agreement and verdict table."""
     return (
         _harness_table(report)
+        + _hang_lines(report, peer)
         + _gpu_lines(report)
         + _agreement_lines(report)
         + _candidate_table(report)
@@ -206,8 +330,10 @@ def _pass_section(report: dict[str, Any]) -> list[str]:
 def _harness_table(report: dict[str, Any]) -> list[str]:
     """The pass's heading and one table row per harness: (a), kevin's cold and cached builds, (b)."""
     env, a, b = report["environment"], report.get("plain"), report["kevin"]
+    hangs = report.get("hangs")
+    mix = f" with {hangs['count']} hang candidates in the mix" if hangs else ""
     lines = [
-        f"## Pass `{report['pass']}` ({env.get('gpu') or 'no GPU'}, {env.get('cores')} cores, torch {env.get('torch')})",
+        f"## Pass `{report['pass']}`{mix} ({env.get('gpu') or 'no GPU'}, {env.get('cores')} cores, torch {env.get('torch')})",
         "",
         f"Command: `{report['command']}`",
         "",
@@ -238,6 +364,71 @@ def _harness_table(report: dict[str, Any]) -> list[str]:
             f"{s['wall_s']} | {_fmt(s['candidates_per_hour'], 4)} | | {s['gpu_held_s']} "
             f"({s.get('gpu_exclusive_s')} exclusive) | {s['verdicts']} |"
         )
+    return lines
+
+
+def _change(drop: float | None) -> str:
+    """A drop (0.05: 5% fewer candidates/hour) as the signed change of the rate ("-5.0%")."""
+    return "-" if drop is None else f"{-drop * 100:+.1f}%"
+
+
+def _hang_lines(report: dict[str, Any], peer: dict[str, Any] | None) -> list[str]:
+    """A --hangs pass: what each hang candidate got and held, and the rates with and without them."""
+    hangs = report.get("hangs")
+    if not hangs:
+        return []
+    lines = [
+        "",
+        f"Hang candidates (`--hangs`): {hangs['count']} of {hangs['of']} ({_fmt(hangs['share'] * 100, 2)}%) in "
+        "kevin's pass, spread through its order. Harness (a) never runs them: it has no per-call deadline, "
+        "and one hang would stall it until the device call's limit"
+        + (f" (skipped: {', '.join(hangs['plain_skipped'])})" if hangs["plain_skipped"] else "")
+        + ".",
+        "",
+        "| hang candidate | what never returns | expected | (b) kevin | stage / blame | total s | device-held s | correctness s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts = {r["id"]: r for r in report["verdicts"]}
+    for hang in hangs["candidates"]:
+        row = verdicts.get(hang["id"], {})
+        lines.append(
+            f"| {hang['id']} | {_fmt(row.get('note'))} | {_fmt(row.get('expected'))} | {hang['verdict']} | "
+            f"{_fmt(hang['stage'])} / {_fmt(hang['blame'])} | {_fmt(hang['total_s'])} | {_fmt(hang['gpu_held_s'])} | "
+            f"{_fmt((hang['stage_seconds'] or {}).get('correctness'))} |"
+        )
+    lines += [
+        "",
+        f"Together: {hangs['timeout']}/{hangs['count']} timeout, {hangs['total_s']} s of worker time, "
+        f"{hangs['gpu_held_s']} s holding the device (shared: no timing starts meanwhile). "
+        f"Candidates/hour over the one wall: {_fmt(hangs['per_hour_all'], 4)} for the whole batch, "
+        f"{_fmt(hangs['per_hour_others'], 4)} for the non-hang candidates alone.",
+        "",
+        f"One-run estimate without the hangs (the non-hang candidates over the wall less the hangs' "
+        f"device-held seconds; exact if the pass is bound by the device lock and no two hangs held it at once): "
+        f"{_fmt(hangs['per_hour_others_without_estimate'], 4)}/hour, so the whole batch's rate changes by "
+        f"{_change(hangs['estimated_drop'])}.",
+    ]
+    if peer is None:
+        lines += [
+            "",
+            f"Measured change: no pass `{report['pass']}` without hangs in this report; run one (the same flags "
+            "without --hangs, on the same machine) into this folder and rerun --report-only.",
+        ]
+        return lines
+    compared = hang_comparison(report, peer)
+    verdict = {True: "within", False: "**beyond**", None: "-"}[compared["within_budget"]]
+    lines += [
+        "",
+        f"Measured against pass `{peer['pass']}` without hangs ({_fmt(compared['per_hour_without_hangs'], 4)}/hour): "
+        f"the whole batch's rate {_change(compared['drop'])}, the non-hang candidates' {_change(compared['drop_others'])}; "
+        f"{verdict} issue #15's budget (a drop of at most {HANG_BUDGET:.0%} of the whole batch's rate)"
+        + (
+            ""
+            if compared["comparable"]
+            else f"; not like for like: they differ in {', '.join(compared['differ'])}"
+        )
+        + ".",
+    ]
     return lines
 
 
@@ -309,7 +500,8 @@ def _candidate_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summary_text(report: dict[str, Any]) -> str:
+def summary_text(report: dict[str, Any], peer: dict[str, Any] | None = None) -> str:
+    """The pass in one line; `peer`: the same pass without hangs, for a --hangs pass's measured change."""
     b = report["kevin"]["summary"]
     parts = [
         f"pass {report['pass']}: kevin {b['finished']}/{b['of']} in {b['wall_s']} s = "
@@ -331,4 +523,16 @@ def summary_text(report: dict[str, Any]) -> str:
     parts.append(
         f"GPU busy share {_fmt(gpu.get('busy_share'))} (mean util {_fmt(gpu.get('mean_utilization_pct'))}%)"
     )
+    hangs = report.get("hangs")
+    if hangs:
+        parts.append(
+            f"hangs {hangs['timeout']}/{hangs['count']} timeout, {hangs['gpu_held_s']} s device-held, "
+            f"non-hang {_fmt(hangs['per_hour_others'], 4)}/hour, estimated change {_change(hangs['estimated_drop'])}"
+        )
+        if peer is not None:
+            compared = hang_comparison(report, peer)
+            parts.append(
+                f"measured change vs `{peer['pass']}` without hangs ({_fmt(compared['per_hour_without_hangs'], 4)}/hour): "
+                f"{_change(compared['drop'])} whole batch, {_change(compared['drop_others'])} non-hang"
+            )
     return "; ".join(parts)

@@ -1,6 +1,7 @@
 """Writes the throughput benchmark's candidate set (bench/eval_throughput.py) and its manifest.
 
-    python bench/candidates/throughput/generate.py      # rewrites the *.py candidates and manifest.json
+    python bench/candidates/throughput/generate.py        # rewrites the *.py candidates and manifest.json
+    python bench/candidates/throughput/generate.py DIR    # writes them into DIR instead (a check)
 
 Every candidate is a KernelBench-style file of its own: a ModelNew that builds its CUDA with
 load_inline at import (`#include <torch/extension.h>`, functions declared in cpp_sources), as a
@@ -14,17 +15,22 @@ kind (correct, slow, wrong, compile_error) and the verdict we expect (correct, w
 compile_error), with a note saying what is wrong where something is. Expectations are ours, made
 by reading the code against the reference; the benchmark reports where either harness disagrees.
 
+After them come the hang candidates (kind hang, expected verdict timeout: `hang_catalogue`): each
+builds and passes the static gate, and its first call never returns (a kernel spinning on a flag, a
+host loop in forward, two deadlocks). They join a benchmark pass only with `--hangs`.
+
 Problems are KernelBench level 1-2 ones whose inputs are moderate (tens to hundreds of MB) and whose
 reference runs in milliseconds on an H200: matmuls, a diagonal scaling, LayerNorm, GELU, cross
 entropy, and GEMM fusions (1024 x 8192 by 8192 x 8192) where the candidate writes the GEMM too.
 
-Why one file of ~1300 lines: most of it is the candidates' CUDA texts, data written out as code;
+Why one file of ~1450 lines: most of it is the candidates' CUDA texts, data written out as code;
 the generating logic is a small loop at the end.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -1280,15 +1286,169 @@ __global__ void sigmoid_residual_kernel(float* __restrict__ h, int64_t total, fl
     return rows
 
 
-def main() -> None:
-    rows = catalogue()
+# -- the hang candidates (bench/eval_throughput.py --hangs) ------------------------------------------
+# Each compiles, passes the static gate and loads; its first call never returns, so only kevin's
+# per-call deadline (kevin.evaluator.worker.handle.call_deadline_s) ends it: the runner is killed and
+# the result is stage "timeout", blamed on the candidate. Three ways to never return: a GPU spin (a
+# kernel waiting for a flag nothing sets), a host loop (Python, in forward), and two deadlocks (blocks
+# of one grid waiting for blocks that cannot start; the host waiting for a kernel that waits for it).
+
+GELU_GPU_SPIN = HEADER + GELU_TANH + r"""
+// Each block waits at its start until the go flag is raised, then applies GELU to its slice. The
+// flag was to be raised by the host once the launch was queued; nothing ever raises it.
+__global__ void new_gelu_gated_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n,
+                                      const volatile int* go) {
+    if (threadIdx.x == 0) {
+        while (*go == 0) {
+        }
+    }
+    __syncthreads();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = new_gelu(x[i]);
+}
+
+torch::Tensor new_gelu_forward(torch::Tensor x) {
+""" + GELU_HOST_CHECKS + r"""
+    auto go = torch::zeros({1}, input.options().dtype(torch::kInt32));
+    const int threads = 256;
+    new_gelu_gated_kernel<<<(unsigned)((n + threads - 1) / threads), threads, 0, stream>>>(
+        input.data_ptr<float>(), out.data_ptr<float>(), n, go.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+HOST_LOOP_INIT = """    def __init__(self):
+        super().__init__()
+        self.ready = False
+"""
+HOST_LOOP_FORWARD = """    def forward(self, A, B):
+        out = ext.diag_matmul(A, B)
+        # Hand the result on once it is marked ready; nothing ever marks it.
+        while not self.ready:
+            pass
+        return out
+"""
+
+CE_GRID_BARRIER = HEADER + BLOCK_REDUCE + r"""
+// One block per row writes its loss (logsumexp(x) - x[target]); the blocks then meet at a grid-wide
+// barrier (an arrival counter) so that block 0 can take the mean. With one block per row (32768) most
+// blocks are not resident: those that are spin at the barrier, and the others never start.
+__global__ void row_loss_barrier_kernel(const float* __restrict__ x, const int64_t* __restrict__ t,
+                                        float* __restrict__ loss, float* __restrict__ out, int64_t cols,
+                                        unsigned int* arrived) {
+    const float* row = x + (int64_t)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, row[j]);
+    m = block_max(m);
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(row[j] - m);
+    s = block_sum(s);
+    if (threadIdx.x == 0) {
+        loss[blockIdx.x] = m + logf(s) - row[t[blockIdx.x]];
+        __threadfence();
+        atomicAdd(arrived, 1u);
+        while (atomicAdd(arrived, 0u) < gridDim.x) {
+        }
+    }
+    __syncthreads();
+    if (blockIdx.x == 0) {
+        float total = 0.0f;
+        for (int64_t i = threadIdx.x; i < (int64_t)gridDim.x; i += blockDim.x) total += loss[i];
+        total = block_sum(total);
+        if (threadIdx.x == 0) out[0] = total / (float)gridDim.x;
+    }
+}
+
+torch::Tensor cross_entropy(torch::Tensor logits, torch::Tensor targets) {
+""" + CE_HOST_CHECKS + r"""
+    auto arrived = torch::zeros({1}, x.options().dtype(torch::kInt32));
+    row_loss_barrier_kernel<<<(unsigned)rows, 256, 0, stream>>>(
+        x.data_ptr<float>(), t.data_ptr<int64_t>(), row_loss.data_ptr<float>(), out.data_ptr<float>(), cols,
+        reinterpret_cast<unsigned int*>(arrived.data_ptr<int>()));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+
+def layernorm_host_waits() -> str:
+    """LAYERNORM_THREE_PASS whose normalize pass waits for a release flag the host writes only after
+    it has waited for the stream to drain: the host waits for the kernel, the kernel for the host."""
+    edits = [
+        replace("""                                 int64_t total, int64_t cols) {
+    const int64_t stride""", """                                 int64_t total, int64_t cols, const volatile int* released) {
+    if (threadIdx.x == 0) {
+        while (*released == 0) {
+        }
+    }
+    __syncthreads();
+    const int64_t stride"""),
+        replace("// Pass 3: normalize every element with its row's statistics, then the affine transform.",
+                "// Pass 3: once the host releases it, normalize every element with its row's statistics, then the\n"
+                "// affine transform."),
+        replace("""    const int64_t total = rows * cols;
+""", """    const int64_t total = rows * cols;
+    auto released = torch::zeros({1}, input.options().dtype(torch::kInt32));
+"""),
+        replace("""                                                               out.data_ptr<float>(), total, cols);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;""", """                                                               out.data_ptr<float>(), total, cols,
+                                                               released.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // The statistics are final once the stream has drained: then release the normalize pass.
+    C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+    C10_CUDA_CHECK(cudaMemsetAsync(released.data_ptr<int>(), 1, sizeof(int), stream));
+    return out;"""),
+    ]
+    cuda = LAYERNORM_THREE_PASS
+    for edit in edits:
+        cuda = edit(cuda)
+    return cuda
+
+
+def hang_catalogue() -> list[dict]:
+    """The hang candidates, in catalogue()'s row format: kind "hang", expected verdict "timeout" (what
+    kevin's EvalResult says of a call that never returns). manifest.json lists them after the others;
+    bench/eval_throughput.py runs them only with --hangs."""
+    rows: list[dict] = []
+
+    def add(name: str, key: str, note: str, source: str) -> None:
+        rows.append({"name": name, "key": key, "kind": "hang", "expected": "timeout", "note": note, "source": source})
+
+    add("l1_88_gpu_spin", "L1_88", "GPU spin: every block waits for a go flag nothing sets", handwritten(
+        "L1_88", "new_gelu_forward", GELU_GPU_SPIN, "tp_l1_88_gpu_spin",
+        "L1_88 (MinGPT new GELU, tanh form): one thread per element, each block gated by a go flag.",
+        MATMUL_INIT, GELU_FORWARD))
+    add("l1_12_host_loop", "L1_12", "host loop: forward polls a Python flag nothing sets", handwritten(
+        "L1_12", "diag_matmul", DIAG_ELEMENTWISE, "tp_l1_12_host_loop",
+        "L1_12 (diag(A) @ B): out[i, j] = A[i] * B[i, j], one thread per element, handed on when ready.",
+        HOST_LOOP_INIT, HOST_LOOP_FORWARD))
+    add("l1_95_grid_barrier", "L1_95",
+        "deadlock between blocks: a grid-wide barrier in a grid of 32768 blocks, most never resident",
+        handwritten("L1_95", "cross_entropy", CE_GRID_BARRIER, "tp_l1_95_grid_barrier",
+                    "L1_95 (cross entropy, mean over 32768 rows of 4096 classes): a block per row, a grid "
+                    "barrier, then block 0 takes the mean.", MATMUL_INIT, CE_FORWARD))
+    add("l1_40_host_waits", "L1_40",
+        "deadlock between host and device: the host drains the stream before releasing the kernel in it",
+        handwritten("L1_40", "layer_norm", layernorm_host_waits(), "tp_l1_40_host_waits",
+                    "L1_40 (LayerNorm over the last three dims, 4M elements per row): three passes, the "
+                    "last released by the host.", LAYERNORM_INIT, LAYERNORM_FORWARD))
+    return rows
+
+
+def main(out: Path = HERE) -> None:
+    """Write every candidate and manifest.json into `out` (this folder by default): catalogue()'s rows,
+    then hang_catalogue()'s."""
+    rows = catalogue() + hang_catalogue()
     names = [row["name"] for row in rows]
     assert len(set(names)) == len(names), "candidate names must be unique"
-    for old in HERE.glob("l[12]_*.py"):
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("l[12]_*.py"):
         old.unlink()
     manifest = []
     for row in rows:
-        (HERE / f"{row['name']}.py").write_text(row["source"])
+        (out / f"{row['name']}.py").write_text(row["source"])
         manifest.append(
             {
                 "id": row["name"],
@@ -1300,7 +1460,7 @@ def main() -> None:
                 "note": row["note"],
             }
         )
-    (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["kind"]] = counts.get(row["kind"], 0) + 1
@@ -1308,4 +1468,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
