@@ -381,7 +381,9 @@ def run_pass(
     cache = Path(args.cache_dir)
     prepare_cache(cache, cold=name != "cached")  # the plain pass uses no kevin cache: start empty
     config = EvalConfig(
-        backend="cuda", cache_dir=str(cache), timing=TimingConfig(budget_ms=args.timing_budget_ms)
+        backend="cuda",
+        cache_dir=str(cache),
+        timing=TimingConfig(budget_ms=args.timing_budget_ms, precision=args.timing_precision),
     )
     deadline = started + args.deadline_s
     scratch = Path(tempfile.mkdtemp(prefix="plain-", dir=args.out))
@@ -419,6 +421,7 @@ def run_pass(
         "config": {
             "jobs": args.jobs,
             "timing_budget_ms": args.timing_budget_ms,
+            "timing_precision": args.timing_precision,
             "a_limit": args.a_limit,
             "a_jobs": args.a_jobs,
             "deadline_s": args.deadline_s,
@@ -495,6 +498,8 @@ def dry_run(manifest: list[dict], kb: Path, hangs: bool = False) -> int:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from kevin.evaluator.timing import TimingConfig
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPO / "bench" / "results"), help="report directory")
     parser.add_argument("--kernelbench", default=None, help="KernelBench dir with level1/ and level2/")
@@ -517,6 +522,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=14, help="kevin evaluations in flight (default 14)")
     parser.add_argument(
         "--timing-budget-ms", type=float, default=2000.0, help="timing budget, both harnesses"
+    )
+    parser.add_argument(
+        "--timing-precision",
+        type=float,
+        default=TimingConfig.precision,
+        help=f"kevin's adaptive timing: the median to +-this share (default {TimingConfig.precision}; "
+        "0 spends the whole budget, the setting to compare verdicts against)",
     )
     parser.add_argument(
         "--deadline-s",
