@@ -5,25 +5,16 @@ as a fallback with its first error line."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("build_coverage_bench", REPO / "bench" / "build_coverage.py")
+bench = load_script("build_coverage_bench", "build_coverage.py")
 CANDIDATES = {c.name: c for c in bench.corpus("build_coverage")}
 needs_nvcc = pytest.mark.skipif(
     shutil.which("nvcc") is None or shutil.which("ninja") is None, reason="needs nvcc and ninja"

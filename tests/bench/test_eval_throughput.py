@@ -4,26 +4,18 @@ candidate, the plumbing that needs no GPU (directories, order, verdicts, numbers
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = REPO / "bench" / "candidates" / "throughput"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("eval_throughput_bench", REPO / "bench" / "eval_throughput.py")
+bench = load_script("eval_throughput_bench", "eval_throughput.py")
 report_module = sys.modules["throughput_report"]  # its report half, loaded by the bench script
 
 
@@ -70,7 +62,7 @@ def test_every_candidate_passes_the_static_gate(manifest):
 
 
 def test_generator_reproduces_the_committed_files(manifest):
-    generate = _load("throughput_generate", CANDIDATES / "generate.py")
+    generate = load_script("throughput_generate", "candidates/throughput/generate.py")
     rows = generate.catalogue()
     assert [r["name"] for r in rows] == [m["id"] for m in manifest]
     for row, entry in zip(rows, manifest):

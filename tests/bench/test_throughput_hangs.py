@@ -5,27 +5,19 @@ was, on it adds ~5% hangs that harness (a) never gets, and the report renders th
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = REPO / "bench" / "candidates" / "throughput"
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load("eval_throughput_hangs_bench", REPO / "bench" / "eval_throughput.py")
+bench = load_script("eval_throughput_hangs_bench", "eval_throughput.py")
 report_module = sys.modules["throughput_report"]
 
 BATCH = 66
@@ -46,7 +38,7 @@ def hang_rows(everything):
 
 
 def test_generator_writes_the_committed_manifest_and_files(tmp_path):
-    generate = _load("throughput_generate_hangs", CANDIDATES / "generate.py")
+    generate = load_script("throughput_generate_hangs", "candidates/throughput/generate.py")
     generate.main(tmp_path)
     assert (tmp_path / "manifest.json").read_bytes() == (CANDIDATES / "manifest.json").read_bytes()
     written = sorted(p.name for p in tmp_path.glob("*.py"))
