@@ -6,8 +6,8 @@ an `Evaluator`, turn verdicts into scores, discounted returns and group advantag
 to JSONL and compute the paper's metrics from them.
 
 Public names: `kevin.rl.env` (`Policy`, `StreamingPolicy`, `Evaluator`, `Sampling`, `Generation`,
-`EpisodeConfig`, `Turn`, `Trajectory`, `run_episodes`, `stream_completions`, `in_prompt_order`,
-`assign_credit`), `kevin.rl.reward` (`kernel_score`, `score_result`, `discounted_returns`,
+`EpisodeConfig`, `Turn`, `Trajectory`, `run_episodes`, `continue_episodes`, `stream_completions`,
+`in_prompt_order`, `assign_credit`), `kevin.rl.reward` (`kernel_score`, `score_result`, `discounted_returns`,
 `group_advantages`, `credit`), `kevin.rl.prompts`, `kevin.rl.candidate` (`parse_completion`),
 `kevin.rl.episodes` (`write_episodes`, `read_episodes`), `kevin.rl.metrics` (`kevin metrics`),
 `kevin.rl.replay` (`ReplayPolicy`, `read_records`: recorded completions as a policy).

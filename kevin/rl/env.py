@@ -9,6 +9,9 @@ makes the `submit` calls, in parsing order, so an evaluator whose `submit` block
 full (backpressure) never holds back the policy. Turn t+1 waits for every verdict of turn t, because
 each trajectory's next prompt carries its feedback (`kevin.rl.prompts`). After the last turn the
 scores, returns and advantages are filled in (`kevin.rl.reward`, settings in `EpisodeConfig`).
+`continue_episodes` runs more turns of trajectories that already hold some (a resumed run, a search
+that hands one trajectory's history to several: kevin.search.beam); `run_episodes` is it from empty
+trajectories, then the credit.
 
 The policy: `Policy.generate(prompts, sampling)` returns every completion at once, in prompt order;
 that is all a policy must have. A policy may also have `generate_stream(prompts, sampling)`
@@ -359,27 +362,51 @@ def run_episodes(
     count_tokens: Callable[[str], int] | None = None,
 ) -> list[Trajectory]:
     """Run N x T episodes for every task; return the trajectories (task-major) with credit assigned."""
+    ids = [task.id for task in tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError("a task appears twice in the batch; list each task once and raise trajectories")
+    trajectories = [Trajectory(task, index) for task in tasks for index in range(config.trajectories)]
+    continue_episodes(trajectories, policy, evaluator, config, templates=templates, count_tokens=count_tokens)
+    assign_credit(trajectories, config)
+    return trajectories
+
+
+def continue_episodes(
+    trajectories: Sequence[Trajectory],
+    policy: Policy,
+    evaluator: Evaluator,
+    config: EpisodeConfig,
+    *,
+    turns: int | None = None,
+    templates: PromptTemplates = DEFAULT_TEMPLATES,
+    count_tokens: Callable[[str], int] | None = None,
+) -> None:
+    """Run `turns` more turns (default `config.turns`) of `trajectories`, in place, as run_episodes
+    runs its turns. A trajectory may already hold turns, from anywhere (a resumed run, a search that
+    hands one trajectory's history to several): its next prompt shows them as earlier attempts. All
+    must hold the same number of turns; the next one is numbered after them. Credit is not assigned
+    (`assign_credit`)."""
     if config.backend not in templates.backends:
         raise ValueError(
             f"backend {config.backend!r} has no prompt templates; known: {sorted(templates.backends)}"
         )
     if config.max_prompt_tokens is not None and count_tokens is None:
         raise ValueError("config.max_prompt_tokens is set: pass count_tokens (the policy's tokenizer)")
-    ids = [task.id for task in tasks]
-    if len(set(ids)) != len(ids):
-        raise ValueError("a task appears twice in the batch; list each task once and raise trajectories")
-    trajectories = [Trajectory(task, index) for task in tasks for index in range(config.trajectories)]
+    done = {len(t.turns) for t in trajectories}
+    if len(done) > 1:
+        raise ValueError(
+            f"trajectories hold different numbers of turns ({sorted(done)}); continue them apart"
+        )
+    first = done.pop() + 1 if done else 1
     submitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kevin-submit")
     try:
-        for number in range(1, config.turns + 1):
+        for number in range(first, first + (config.turns if turns is None else turns)):
             active = [t for t in trajectories if not (config.stop_after_correct and t.passed)]
             if not active:
                 break
             _run_turn(number, active, policy, evaluator, submitter, config, templates, count_tokens)
     finally:  # a policy that failed half way: its candidates not yet submitted are dropped
         submitter.shutdown(wait=True, cancel_futures=True)
-    assign_credit(trajectories, config)
-    return trajectories
 
 
 def _run_turn(

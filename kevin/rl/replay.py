@@ -19,7 +19,8 @@ run directory itself, replays as it is. A file with rows from several steps (a t
 Prompts are plain text and do not say which trajectory they belong to, so `ReplayPolicy` is bound to
 the environment's order for each `run_episodes` call: `for_trajectories(slots)` gives the policy of
 one call, `slots` being the (task id, trajectory index) of its prompts in the order run_episodes lays
-them out (task-major, trajectories in index order), and its n-th `generate` call being turn n. That
+them out (task-major, trajectories in index order), and its n-th `generate` call being turn n (turn
+`first_turn` + n - 1 for a continue_episodes call that starts later). That
 needs every trajectory asked every turn (`EpisodeConfig.stop_after_correct` off); a batch of another
 size raises. A record missing for a key asked for raises `MissingRecord`, a UsageError (exit 2 from
 the CLI); `missing(keys)` lists them up front so a run can refuse before it starts.
@@ -143,18 +144,22 @@ class ReplayPolicy:
         """The keys among `keys` that have no record, in the order given."""
         return [key for key in keys if key not in self.records]
 
-    def for_trajectories(self, slots: Sequence[tuple[str, int]]) -> _ReplayRun:
-        """The policy of one run_episodes call whose prompts are `slots` (task id, trajectory) each turn."""
-        return _ReplayRun(self, list(slots))
+    def for_trajectories(self, slots: Sequence[tuple[str, int]], *, first_turn: int = 1) -> _ReplayRun:
+        """The policy of one run_episodes call whose prompts are `slots` (task id, trajectory) each turn,
+        its first `generate` call answering turn `first_turn`."""
+        if first_turn < 1:
+            raise ValueError(f"first_turn must be at least 1, got {first_turn}")
+        return _ReplayRun(self, list(slots), first_turn)
 
 
 class _ReplayRun:
-    """One run_episodes call's replay: the n-th `generate` call answers turn n of every slot."""
+    """One run_episodes call's replay: the n-th `generate` call answers turn first_turn + n - 1 of
+    every slot."""
 
-    def __init__(self, replay: ReplayPolicy, slots: list[tuple[str, int]]) -> None:
+    def __init__(self, replay: ReplayPolicy, slots: list[tuple[str, int]], first_turn: int = 1) -> None:
         self.replay = replay
         self.slots = slots
-        self.turn = 0
+        self.turn = first_turn - 1
 
     def generate(self, prompts: list[str], sampling: Sampling) -> list[Generation]:
         self.turn += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import replace
 
 import pytest
 
@@ -400,3 +401,21 @@ def test_a_policy_that_fails_or_miscounts_half_way_raises():
     for policy, message in cases:
         with pytest.raises(RuntimeError, match=message):
             list(stream_completions(policy, ["p", "q"], Sampling()))
+
+
+def test_continue_episodes_goes_on_from_turns_held_elsewhere():
+    from kevin.rl.env import Trajectory, continue_episodes
+
+    config = EpisodeConfig(trajectories=1, turns=3, backend="cpp")
+    (parent,), _ = run([TASK_A], script(answer("WRONG"), answer("SPEEDUP=1.5")), replace(config, turns=2))
+    children = [Trajectory(TASK_A, index, list(parent.turns)) for index in (0, 1)]
+    policy = script(answer("SPEEDUP=2.0"), answer("NOCOMPILE"))
+    with CountingEvaluator() as evaluator:
+        continue_episodes(children, policy, evaluator, config, turns=1)
+    assert [[turn.turn for turn in child.turns] for child in children] == [[1, 2, 3], [1, 2, 3]]
+    (prompts,) = policy.batches
+    assert all("pass  # WRONG" in p and "pass  # SPEEDUP=1.5" in p and EXAMPLE_MARK not in p for p in prompts)
+    assert [child.turns[-1].result.stage for child in children] == ["ok", "compile"]
+    assert len(parent.turns) == 2  # the children's lists are their own
+    with pytest.raises(ValueError, match="different numbers of turns"):
+        continue_episodes([parent, Trajectory(TASK_A, 1)], policy, evaluator, config, turns=1)

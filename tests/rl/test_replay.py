@@ -78,6 +78,15 @@ def test_missing_record_is_a_usage_error_naming_the_key():
     assert replay.missing([("A", 0, 1), ("A", 1, 1), ("B", 0, 3)]) == [("A", 1, 1), ("B", 0, 3)]
 
 
+def test_a_run_that_starts_at_a_later_turn():
+    replay = ReplayPolicy({("A", 0, 3): "third", ("A", 0, 4): "fourth", ("A", 0, 1): "first"})
+    run = replay.for_trajectories([("A", 0)], first_turn=3)
+    assert [run.generate(["p"], Sampling())[0].text for _ in range(2)] == ["third", "fourth"]
+    assert replay.asked == [("A", 0, 3), ("A", 0, 4)]
+    with pytest.raises(ValueError, match="first_turn must be at least 1"):
+        replay.for_trajectories([("A", 0)], first_turn=0)
+
+
 def test_a_batch_of_another_size_is_refused():
     run = ReplayPolicy({("A", 0, 1): "x", ("A", 1, 1): "y"}).for_trajectories([("A", 0), ("A", 1)])
     with pytest.raises(RuntimeError, match="1 prompts for 2 trajectories"):
