@@ -27,7 +27,6 @@ Not here: stopping a trajectory early, several samples per prompt, test-time sea
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -40,9 +39,8 @@ from kevin.rl.episodes import EPISODES_FILE, episode_rows
 from kevin.rl.metrics import compute_metrics
 from kevin.rl.replay import describe_key
 from kevin.search import report
+from kevin.search.rundir import CONFIG_FILE, check_same_run, read_rows, write_config, write_rows
 from kevin.tasks import Task
-
-CONFIG_FILE = "config.json"
 
 
 @dataclass(frozen=True)
@@ -79,53 +77,6 @@ def _identity(config: BenchConfig, tasks: Sequence[Task], describe: Mapping[str,
         **{key: value for key, value in describe.items()},
         "tasks": [{"id": task.id, "hash": task.hash, "name": task.name} for task in tasks],
     }
-
-
-def _check_same_run(path: Path, identity: dict[str, Any]) -> None:
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: unreadable ({exc}); give a new --out directory") from None
-    for key in sorted(set(recorded) | set(identity)):
-        if recorded.get(key) != identity.get(key):
-            raise UsageError(
-                f"{path.parent} holds another bench run: its {key!r} differs "
-                f"({json.dumps(recorded.get(key))[:120]} vs now {json.dumps(identity.get(key))[:120]}); "
-                "resume with the same settings or give a new --out directory"
-            )
-
-
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of the episodes file; a last line cut short by a crash is dropped, a bad line elsewhere is
-    a UsageError."""
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):  # no newline after it: the write was interrupted
-                continue
-            raise UsageError(f"{path}:{number}: not valid JSON; repair or remove the line") from None
-        rows.append(row)
-    return rows
-
-
-def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]], *, append: bool) -> None:
-    text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
-    if append:
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        return
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
 
 
 def finished_pairs(rows: Sequence[Mapping[str, Any]], turns: int) -> set[tuple[str, int]]:
@@ -194,10 +145,10 @@ def run_bench(
     identity = _identity(config, tasks, describe or {})
     config_path = run_dir / CONFIG_FILE
     if config_path.exists():
-        _check_same_run(config_path, identity)
+        check_same_run(config_path, identity, what="bench")
 
     episodes = run_dir / EPISODES_FILE
-    rows = _read_rows(episodes)
+    rows = read_rows(episodes)
     done = finished_pairs(rows, config.turns) & {
         (task.id, j) for task in tasks for j in range(config.trajectories)
     }
@@ -215,9 +166,9 @@ def run_bench(
                 f"{describe_key(absent[0])}; record them or select fewer tasks, trajectories or turns"
             )
     if not config_path.exists():
-        config_path.write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_config(config_path, identity)
     if len(kept) != len(rows):
-        _write_rows(episodes, kept, append=False)
+        write_rows(episodes, kept, append=False)
 
     out(
         f"kevin bench: {len(tasks)} tasks x {config.trajectories} trajectories x {config.turns} turns, "
@@ -234,7 +185,7 @@ def run_bench(
         trajectories = run_episodes(batch, batch_policy, evaluator, config.episode_config(len(indices)))
         for trajectory in trajectories:  # run_episodes numbers them 0..n-1; these are the pending ones
             trajectory.index = indices[trajectory.index]
-        _write_rows(episodes, episode_rows(trajectories), append=True)
+        write_rows(episodes, episode_rows(trajectories), append=True)
         seconds = time.monotonic() - started
         for task in batch:
             finished_tasks += 1
@@ -252,7 +203,7 @@ def write_reports(
 ) -> dict[str, Any]:
     """metrics.json, metrics.md and curves.png from the run's episodes of the given tasks."""
     ids = {task.id for task in tasks}
-    rows = [row for row in _read_rows(run_dir / EPISODES_FILE) if str(row["task"]) in ids]
+    rows = [row for row in read_rows(run_dir / EPISODES_FILE) if str(row["task"]) in ids]
     metrics = report.bench_metrics(compute_metrics(rows))
     (run_dir / report.METRICS_JSON).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     title = (
