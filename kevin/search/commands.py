@@ -1,23 +1,32 @@
-"""`kevin bench` and `kevin bench compare`.
+"""`kevin bench`, `kevin bench compare` and `kevin optimize`.
 
-    kevin bench (--replay RECORDS | --base-url URL --model NAME [--api-key-env VAR]) [--out DIR]
-                [--trajectories N] [--turns T] [task selection] [--split paper|seeded|FILE [--part]]
-                [evaluation options]
+    kevin bench POLICY [--out DIR] [--trajectories N] [--turns T] [task selection]
+                [--split paper|seeded|FILE [--part]] [evaluation options]
     kevin bench compare RUN_A RUN_B [--out FILE]
+    kevin optimize MODULE.py POLICY [--trajectories N] [--turns T] [--beam K]
+                [--verify-shapes NAME=VALUE[,...]]... [--out DIR] [evaluation options]
 
-The policy is a replay of recorded completions (kevin.rl.replay) or a model behind an
+    POLICY: --replay RECORDS | --base-url URL --model NAME [--api-key-env VAR] | --hf MODEL_DIR
+
+The policy is a replay of recorded completions (kevin.rl.replay), a model behind an
 OpenAI-compatible server (kevin.train.policy_http; the key is read from the environment variable
-named by --api-key-env, never from a flag). Tasks: the shared selection options (bundled tasks by
-default), optionally one part of a split as `kevin train` makes it. Evaluation: the real evaluator
-(kevin.evaluator.service), cpp on a CPU and cuda on a GPU unless --backend says otherwise.
-Run it again with the same --out to resume. Exit codes: 0 done, 2 bad usage or input.
+named by --api-key-env, never from a flag), or a transformers model sampled in this process
+(kevin.train.policy_hf). Tasks: the shared selection options (bundled tasks by default), optionally
+one part of a split as `kevin train` makes it; `kevin optimize` takes one KernelBench-format module
+instead (kevin.search.optimize). Evaluation: the real evaluator (kevin.evaluator.service), cpp on a
+CPU and cuda on a GPU unless --backend says otherwise. Run either again with the same --out to
+resume. Exit codes: 0 done, 1 `kevin optimize` found no kernel that passed (and re-verified),
+2 bad usage or input.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
+import secrets
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -53,10 +62,36 @@ def select_bench_tasks(args: argparse.Namespace) -> list[Task]:
     return chosen
 
 
+POLICY_FLAGS = "--replay RECORDS, --base-url URL with --model NAME, or --hf MODEL_DIR"
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """The policy options `kevin bench` and `kevin optimize` share: exactly one of three kinds."""
+    policy = parser.add_argument_group("policy (exactly one of --replay, --base-url, --hf)")
+    policy.add_argument(
+        "--replay", metavar="RECORDS", help="JSONL of recorded completions, or a run directory"
+    )
+    policy.add_argument(
+        "--replay-step", type=int, default=None, help="the step to replay from a training run"
+    )
+    policy.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    policy.add_argument("--model", help="model name the server serves")
+    policy.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    policy.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
+    policy.add_argument("--no-vllm-fields", action="store_true", help="send only standard OpenAI fields")
+    policy.add_argument(
+        "--hf",
+        metavar="MODEL_DIR",
+        help="a transformers model with its tokenizer (a Hugging Face name or folder, e.g. the weights "
+        "`kevin train` exports), sampled in this process on the GPU when there is one",
+    )
+    policy.add_argument("--hf-batch-size", type=int, default=16, help="prompts per generate call (--hf)")
+
+
 def build_policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """(policy, its description for config.json)."""
-    if bool(args.replay) == bool(args.base_url):
-        raise UsageError("give exactly one policy: --replay RECORDS, or --base-url URL with --model NAME")
+    if sum(bool(value) for value in (args.replay, args.base_url, args.hf)) != 1:
+        raise UsageError(f"give exactly one policy: {POLICY_FLAGS}")
     if args.replay:
         from kevin.rl.replay import ReplayPolicy
 
@@ -66,6 +101,8 @@ def build_policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             "records": str(Path(args.replay).resolve()),
             "step": args.replay_step,
         }
+    if args.hf:
+        return _hf_policy(args.hf, args.hf_batch_size), {"kind": "hf", "model": args.hf}
     if not args.model:
         raise UsageError("--base-url needs --model: the model name the server serves")
     if args.api_key_env and not os.environ.get(args.api_key_env):
@@ -82,15 +119,53 @@ def build_policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return policy, {"kind": "http", "base_url": args.base_url, "model": args.model}
 
 
-def _run_bench(args: argparse.Namespace) -> int:
+def _hf_policy(name: str, batch_size: int) -> Any:
+    """kevin.train.policy_hf.HFPolicy on a model and tokenizer loaded with from_pretrained."""
+    if batch_size < 1:
+        raise UsageError(f"--hf-batch-size must be at least 1 (got {batch_size})")
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError:
+        raise UsageError("--hf needs transformers: pip install -e '.[train]'") from None
+    from kevin.train.model import TextCodec
+    from kevin.train.policy_hf import HFPolicy
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"--hf {name}: cannot load a model and tokenizer there ({first[:200]})") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device).eval()
+    return HFPolicy(model, TextCodec(tokenizer), device=device, batch_size=batch_size)
+
+
+def evaluation_settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """(EvalConfig from the shared evaluation options, its description for config.json)."""
     from kevin.evaluator.commands import config_from_args
-    from kevin.search.bench import BenchConfig, run_bench
 
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1 (got {args.jobs})")
-    tasks = select_bench_tasks(args)
-    policy, policy_description = build_policy(args)
     eval_config = config_from_args(args)
+    description = {
+        key: getattr(eval_config, key)
+        for key in ("backend", "precision", "trials", "atol", "rtol", "static_check", "compile_baseline")
+    }
+    description["timing_budget_ms"] = args.timing_budget_ms
+    return eval_config, description
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from kevin.search.bench import BenchConfig, run_bench
+
+    tasks = select_bench_tasks(args)
+    eval_config, evaluator_description = evaluation_settings(args)
+    policy, policy_description = build_policy(args)
     try:
         config = BenchConfig(
             trajectories=args.trajectories,
@@ -101,19 +176,11 @@ def _run_bench(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    evaluator_description = {
-        key: getattr(eval_config, key)
-        for key in ("backend", "precision", "trials", "atol", "rtol", "static_check", "compile_baseline")
-    }
-    evaluator_description["timing_budget_ms"] = args.timing_budget_ms
     run_dir = Path(args.out) if args.out else Path("runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("kevin.rl.env").setLevel(logging.INFO)  # one line per turn: the progress within a batch
 
     from kevin.evaluator.service import EvaluationService
-
-    def out(line: str) -> None:
-        print(line, flush=True)
 
     with EvaluationService(eval_config, max_in_flight=args.jobs) as evaluator:
         run_bench(
@@ -124,9 +191,13 @@ def _run_bench(args: argparse.Namespace) -> int:
             run_dir,
             describe={"policy": policy_description, "evaluator": evaluator_description},
             tasks_per_batch=args.tasks_per_batch,
-            out=out,
+            out=_print,
         )
     return 0
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 def _run_compare(args: argparse.Namespace) -> int:
@@ -139,6 +210,115 @@ def _run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_flags(args: argparse.Namespace) -> list[str]:
+    if args.replay:
+        step = ["--replay-step", str(args.replay_step)] if args.replay_step is not None else []
+        return ["--replay", args.replay, *step]
+    if args.hf:
+        return ["--hf", args.hf]
+    return ["--base-url", args.base_url, "--model", args.model]
+
+
+def _run_optimize(args: argparse.Namespace) -> int:
+    from kevin.search.optimize import OptimizeConfig, load_module, run_optimize
+    from kevin.search.shapes import parse_shapes
+
+    module = Path(args.module)
+    task = load_module(module)
+    shapes = [parse_shapes(text) for text in args.verify_shapes]
+    eval_config, evaluator_description = evaluation_settings(args)
+    try:
+        config = OptimizeConfig(
+            trajectories=args.trajectories,
+            turns=args.turns,
+            beam=args.beam,
+            backend=eval_config.backend,
+            temperature=args.temperature,
+            max_completion_tokens=args.max_tokens,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(args.out) if args.out else module.parent / f"{module.stem}_kevin"
+    policy, policy_description = build_policy(args)
+    command = ["kevin", "optimize", str(module), *_policy_flags(args)]
+    command += ["--trajectories", str(config.trajectories), "--turns", str(config.turns)]
+    command += ["--beam", str(config.beam)] if config.beam is not None else []
+    command += ["--backend", config.backend]
+    command += [part for text in args.verify_shapes for part in ("--verify-shapes", text)]
+    command += ["--out", str(out_dir)]
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    from kevin.evaluator.evaluate import evaluate
+    from kevin.evaluator.service import EvaluationService
+
+    def verify(check_task: Task, source: str) -> Any:  # fresh inputs and weights: a new secret seed
+        return evaluate(check_task, source, dataclasses.replace(eval_config, seed=secrets.randbits(48)))
+
+    with EvaluationService(eval_config, max_in_flight=args.jobs) as evaluator:
+        outcome = run_optimize(
+            task,
+            policy,
+            evaluator,
+            verify,
+            config,
+            out_dir,
+            stem=module.stem,
+            shapes=shapes,
+            describe={"policy": policy_description, "evaluator": evaluator_description},
+            command=shlex.join(command),
+            out=_print,
+        )
+    if outcome.winner is None:
+        print(f"kevin: no winner: {outcome.reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _register_optimize(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "optimize",
+        help="search for a faster ModelNew for one KernelBench-format module; write it as a drop-in",
+        description="Run N trajectories x T refinement turns (optionally a beam: keep the top K by score "
+        "after each turn, branch each into N/K) on MODULE.py (Model, get_inputs, get_init_inputs), "
+        "verify the fastest passed kernel again with a fresh seed (and at --verify-shapes), and write "
+        "<stem>_kevin.py (ModelNew), report.md, report.png, episodes.jsonl and config.json into --out. "
+        "Run it again with the same --out to resume. Exit 1 when no kernel passed.",
+    )
+    parser.add_argument(
+        "module", metavar="MODULE.py", help="the module: Model, get_inputs(), get_init_inputs()"
+    )
+    add_policy_arguments(parser)
+    search = parser.add_argument_group("search")
+    search.add_argument("--trajectories", type=int, default=16, help="parallel trajectories (default 16)")
+    search.add_argument("--turns", type=int, default=8, help="refinement turns (default 8)")
+    search.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        metavar="K",
+        help="after each turn keep the K best trajectories by score, each continued by N/K (K divides N)",
+    )
+    search.add_argument("--temperature", type=float, default=0.9)
+    search.add_argument("--max-tokens", type=int, default=16384, help="most tokens per completion")
+    search.add_argument(
+        "--verify-shapes",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE[,...]",
+        help="also verify the winner with these module-level constants of MODULE.py set (e.g. "
+        "batch_size=64,dim=4096); repeat for more shape sets",
+    )
+    evaluation = parser.add_argument_group("evaluation")
+    add_eval_options(evaluation)
+    evaluation.add_argument("--jobs", type=int, default=4, help="evaluations at once (default 4)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default <stem>_kevin/ beside MODULE.py); reuse it to resume",
+    )
+    parser.set_defaults(run=_run_optimize)
+
+
 def register_commands(subparsers) -> None:
     parser = subparsers.add_parser(
         "bench",
@@ -147,18 +327,7 @@ def register_commands(subparsers) -> None:
         "through the real evaluator into a resumable run directory: episodes.jsonl, metrics.json, "
         "metrics.md, curves.png. 'kevin bench compare RUN_A RUN_B' sets two runs side by side.",
     )
-    policy = parser.add_argument_group("policy (exactly one of --replay, --base-url)")
-    policy.add_argument(
-        "--replay", metavar="RECORDS", help="JSONL of recorded completions, or a run directory"
-    )
-    policy.add_argument(
-        "--replay-step", type=int, default=None, help="the step to replay from a training run"
-    )
-    policy.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
-    policy.add_argument("--model", help="model name the server serves")
-    policy.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
-    policy.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
-    policy.add_argument("--no-vllm-fields", action="store_true", help="send only standard OpenAI fields")
+    add_policy_arguments(parser)
     episodes = parser.add_argument_group("episodes")
     episodes.add_argument(
         "--trajectories", type=int, default=16, help="parallel trajectories per task (default 16)"
@@ -206,3 +375,5 @@ def register_commands(subparsers) -> None:
     compare.add_argument("run_b", metavar="RUN_B", help="another one")
     compare.add_argument("--out", metavar="FILE", help="also write the markdown here")
     compare.set_defaults(run=_run_compare)
+
+    _register_optimize(subparsers)
