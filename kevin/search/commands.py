@@ -235,6 +235,8 @@ def _run_optimize(args: argparse.Namespace) -> int:
             backend=eval_config.backend,
             temperature=args.temperature,
             max_completion_tokens=args.max_tokens,
+            # sampling beside a timed kernel on the same GPU would slow it and spread its timings
+            evaluate_while_generating=not (args.hf and eval_config.on_gpu),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

@@ -93,8 +93,9 @@ def fixed_verdict(task: Task, source: str) -> EvalResult:
 class Verifier:
     """Re-verification as a fake: the search's verdict again, except for kernels named in `fail`."""
 
-    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+    def __init__(self, fail: tuple[str, ...] = (), ours_once: tuple[str, ...] = ()) -> None:
         self.fail = fail
+        self.ours_once = list(ours_once)  # these fail on our side the first time they are checked
         self.calls: list[tuple[str, str]] = []
         self.sources: dict[str, str] = {}
 
@@ -102,6 +103,9 @@ class Verifier:
         kernel = re.search(r"# kernel: (\S+)", source).group(1)
         self.calls.append((task.id, kernel))
         self.sources[task.id] = task.source
+        if kernel in self.ours_once:
+            self.ours_once.remove(kernel)
+            return EvalResult(stage="runtime", blame="infrastructure", error="worker died", task_id=task.id)
         if kernel in self.fail:
             return EvalResult(
                 stage="correctness", compiled=True, error="mismatch on fresh inputs", task_id=task.id
@@ -269,9 +273,9 @@ def test_winner_is_reverified_and_written_as_a_drop_in(module, tmp_path):
 
 def test_a_winner_that_fails_reverification_gives_way_to_the_next(module, tmp_path):
     plan = {(0, 1): "ok 3.0", (1, 1): "ok 2.0", (0, 2): "ok 1.5", (1, 2): "ok 1.0"}
-    verify = Verifier(fail=("s0t1",))
+    verify = Verifier(fail=("s0t1",), ours_once=("s1t1",))
     outcome, _ = optimize(module, tmp_path / "out", plan, verify=verify)
-    assert verify.calls == [("model", "s0t1"), ("model", "s1t1")]
+    assert verify.calls == [("model", "s0t1"), ("model", "s1t1"), ("model", "s1t1")]  # ours: again
     assert (outcome.winner["trajectory"], outcome.winner["turn"]) == (1, 1)
     assert "2.000x" in (tmp_path / "out" / "model_kevin.py").read_text().splitlines()[1]
     report = (tmp_path / "out" / "report.md").read_text()
