@@ -152,7 +152,10 @@ def test_cpp_variants_are_right_or_wrong_as_labelled(family, tmp_path):
     by_id = {t.id: t for t in train + heldout}
     chosen = {}
     for spec in specs:
-        if spec.ops or spec.kind == "residual":
+        # Not a max reduction: its wrong_bound variant (the last column skipped) is wrong only where
+        # a row's max is in that column, which one trial at the small size misses most of the time
+        # (it passed in the fresh CI run of 87a1688); at the GPU size with 3 trials, about 0.25%.
+        if (spec.ops or spec.kind == "residual") and spec.reduce != "max":
             chosen.setdefault(spec.kind, spec)
     config = EvaluatorConfig(
         max_in_flight=2, timing_budget_ms=10, timing_warmup_ms=2, trials=1, cache_dir=str(tmp_path)
