@@ -16,7 +16,8 @@ Modules: `result` (the contract), `evaluate` (config, flow, result assembly, bas
 (what runs inside the sandbox, one module per stage), `confine` (the worker's self-confinement),
 `devlock` (device admission and exclusive timing), `inputs` (trial inputs from a secret seed),
 `compare`, `probes` (dynamic checks), `timing` (the one clock), `build` + `fastbuild` + `bindings` +
-`native/` (load_inline behind a content-addressed cache, the light-header fast path), `feedback` (the text the
+`native/` (load_inline behind a content-addressed cache, the light-header fast path), `broker` +
+`torchbuild` (builds outside the runner; torch's own build in a throwaway process), `feedback` (the text the
 model reads), `service`, `ray_service`, `batch` (`kevin eval-batch`).
 
 Layer rules: imports kevin.tasks, kevin.gate and kevin.errors; never kevin.rl, kevin.train,

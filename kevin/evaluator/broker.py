@@ -42,9 +42,9 @@ embedded in its library; run the broker's builds under read rules (Landlock) tha
 directories and secrets. Compile-time resource use is bounded only by the timeout. The symbol check's
 own limits are in kevin.evaluator.symbols.
 
-Why one module of ~610 lines: the broker class, its throwaway build process and its manifest checks
-are one protocol over one cache layout; the request's and the flags' checks are their own modules
-(kevin.evaluator.buildrequest, kevin.evaluator.buildflags).
+Why one module of ~530 lines: the broker class and its manifest checks are one protocol over one
+cache layout; torch's build in a throwaway process, the request's and the flags' checks are their
+own modules (kevin.evaluator.torchbuild, buildrequest, buildflags).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kevin.evaluator import buildflags, fastbuild, symbols
+from kevin.evaluator import buildflags, fastbuild, symbols, torchbuild
 from kevin.evaluator.build import BuildReply, _gpu_arch, build_key, sha256_file
 from kevin.evaluator.buildflags import flag_problems, toolchain_roots
 from kevin.evaluator.buildrequest import Refused, normalize
@@ -94,96 +94,6 @@ class _Corrupt(Exception):
     """A cache entry that does not validate."""
 
 
-# -- the throwaway build process ----------------------------------------------------------------------
-
-_TORCH_BUILD = r"""
-import inspect, json, os, signal, subprocess, sys
-spec = json.load(open(sys.argv[1]))
-result = {"ok": False, "error_type": "SystemError", "error": "kevin: the build process did not finish"}
-
-
-def run_ninja_to_the_first_failure(build_directory, verbose, error_prefix):
-    # torch's _run_ninja_build (`ninja -v`, its -j, the output in its RuntimeError), except that the
-    # first failed command ends the build: ninja itself waits for every command still running
-    # (main.cpp's pybind11 and torch headers: 20-30 s) before it reports a failure. ninja takes a
-    # signal only while it waits for its commands, so the failed command's output is printed in
-    # full before SIGTERM stops the others. (A line that starts with FAILED: is ninja's: compilers
-    # prefix theirs with a file, a program or spaces.)
-    workers = ce._get_num_workers(verbose)
-    ninja = subprocess.Popen(
-        ["ninja", "-v", *(["-j", str(workers)] if workers is not None else [])],
-        cwd=build_directory,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    lines, stopped = [], False
-    for line in ninja.stdout:
-        lines.append(line)
-        if not stopped and line.startswith((b"FAILED: ", b"\x1b[31mFAILED: ")):
-            ninja.send_signal(signal.SIGTERM)
-            stopped = True
-    if ninja.wait() == 0:
-        return
-    if stopped and lines[-1:] == [b"ninja: build stopped: interrupted by user.\n"]:
-        lines[-1] = b"ninja: build stopped: subcommand failed.\n"  # what it says once the others end
-    output = b"".join(lines).decode(errors="replace")
-    raise RuntimeError(f"{error_prefix}: {output}" if output else error_prefix)
-
-
-try:
-    import torch.utils.cpp_extension as ce
-    if not callable(getattr(ce, "_import_module_from_library", None)):
-        raise SystemError("kevin: this torch has no _import_module_from_library: the broker will not build by loading")
-    # torch's last step imports (runs) the library: here it only names it.
-    ce._import_module_from_library = lambda name, path, is_python_module: os.path.join(path, name + ce.LIB_EXT)
-    # A torch whose ninja step is not the one run_ninja_to_the_first_failure stands in for builds its own way.
-    if (
-        os.name == "posix"
-        and callable(getattr(ce, "_get_num_workers", None))
-        and callable(getattr(ce, "_run_ninja_build", None))
-        and list(inspect.signature(ce._run_ninja_build).parameters) == ["build_directory", "verbose", "error_prefix"]
-    ):
-        ce._run_ninja_build = run_ninja_to_the_first_failure
-    getattr(ce, spec["function"])(**spec["kwargs"])
-    result = {"ok": True, "error_type": "", "error": ""}
-except BaseException as exc:
-    result = {"ok": False, "error_type": type(exc).__name__, "error": str(exc)}
-with open(spec["result"], "w") as handle:
-    json.dump(result, handle)
-"""
-
-
-def _torch_build(
-    function: str, kwargs: dict[str, Any], directory: Path, timeout: float, overrides: dict[str, str]
-) -> tuple[bool, str, str]:
-    """Run torch's `function` (load_inline or load) in a throwaway process: (ok, error_type, error)."""
-    result = directory / ".kevin-build-result.json"
-    spec = directory / ".kevin-build-spec.json"
-    spec.write_text(json.dumps({"function": function, "kwargs": kwargs, "result": str(result)}))
-    command = [
-        sys.executable,
-        *(["-P"] if sys.version_info >= (3, 11) else []),
-        "-c",
-        _TORCH_BUILD,
-        str(spec),
-    ]
-    returncode, output = fastbuild.run_killable(command, directory, timeout, env={**os.environ, **overrides})
-    try:
-        done = json.loads(result.read_text())
-    except (OSError, ValueError):
-        if returncode < 0:
-            return False, "TimeoutError", f"the build took more than {timeout:.0f} s"
-        return (
-            False,
-            "SystemError",
-            f"kevin: the build process ended without a result (exit {returncode}): {output[-2000:]}",
-        )
-    finally:
-        spec.unlink(missing_ok=True)
-        result.unlink(missing_ok=True)
-    return bool(done.get("ok")), str(done.get("error_type", "")), str(done.get("error", ""))
-
-
 def _objects(directory: Path) -> list[Path]:
     """The object files a build in `directory` linked (main.o, cuda.cuda.o: the candidate's code)."""
     return sorted(p for p in directory.glob("*.o") if p.is_file() and not p.is_symlink())
@@ -203,7 +113,12 @@ def _digest_files(paths: Iterable[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-POLICY = _digest_files([Path(__file__), Path(buildflags.__file__), Path(symbols.__file__)]) + symbols.POLICY_VERSION
+POLICY = (
+    _digest_files(
+        [Path(__file__), Path(buildflags.__file__), Path(symbols.__file__), Path(torchbuild.__file__)]
+    )
+    + symbols.POLICY_VERSION
+)
 """Part of every key: a change to the broker's or the symbol check's rules rebuilds every entry."""
 
 
@@ -428,7 +343,7 @@ class Broker:
                 shutil.rmtree(staging, ignore_errors=True)
                 staging.mkdir()
                 kwargs = {**arguments, "build_directory": str(staging), "verbose": False}
-                ok, error_type, error = _torch_build(
+                ok, error_type, error = torchbuild.run(
                     "load_inline", kwargs, staging, self.timeout_s, self._overrides()
                 )
                 if not ok:
@@ -534,7 +449,7 @@ class Broker:
 
     def _build_shim(self, name: str, directory: Path) -> None:
         kwargs = fastbuild.shim_build_arguments(name, directory)
-        ok, error_type, error = _torch_build("load", kwargs, directory, self.timeout_s, self._overrides())
+        ok, error_type, error = torchbuild.run("load", kwargs, directory, self.timeout_s, self._overrides())
         if not ok:
             raise symbols.Unavailable(f"kevin's shim did not build: {error_type}: {error[-2000:]}")
 
@@ -591,7 +506,7 @@ class Broker:
                     "build_directory": str(directory),
                     "verbose": False,
                 }
-                ok, error_type, error = _torch_build("load_inline", kwargs, directory, self.timeout_s, {})
+                ok, error_type, error = torchbuild.run("load_inline", kwargs, directory, self.timeout_s, {})
                 if not ok:
                     raise symbols.Unavailable(
                         f"kevin's reference binding did not build: {error_type}: {error[-2000:]}"

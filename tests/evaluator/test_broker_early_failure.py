@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from kevin.evaluator import broker as broker_module
+from kevin.evaluator import torchbuild
 from kevin.evaluator.broker import Broker
 
 needs_nvcc = pytest.mark.skipif(
@@ -41,7 +41,7 @@ def test_the_first_failed_command_stops_the_others_and_its_output_is_the_error(t
     monkeypatch.delenv("MAX_JOBS", raising=False)  # both commands start at once
     (tmp_path / "build.ninja").write_text(TOY_BUILD)
     started = time.perf_counter()
-    ok, error_type, error = broker_module._torch_build(
+    ok, error_type, error = torchbuild.run(
         "_run_ninja_build",  # the build process's ninja step, called directly
         {
             "build_directory": str(tmp_path),
@@ -94,20 +94,20 @@ def full_build(tmp_path, monkeypatch):
     and then refuses CUDA sources: the build process is told where this machine's toolkit is."""
     home = cpp_extension.CUDA_HOME or _cuda_home()
     monkeypatch.setattr(
-        broker_module,
-        "_TORCH_BUILD",
+        torchbuild,
+        "SCRIPT",
         f"import torch.utils.cpp_extension as ce\nce.CUDA_HOME = ce.CUDA_HOME or {home!r}\n"
-        + broker_module._TORCH_BUILD,
+        + torchbuild.SCRIPT,
     )
     objects: list[list[str]] = []
-    original = broker_module._torch_build
+    original = torchbuild.run
 
     def seen(function, kwargs, directory, timeout, overrides):
         answer = original(function, kwargs, directory, timeout, overrides)
         objects.append(sorted(p.name for p in directory.glob("*.o")))
         return answer
 
-    monkeypatch.setattr(broker_module, "_torch_build", seen)
+    monkeypatch.setattr(torchbuild, "run", seen)
     broker = Broker(tmp_path / "builds", device_arch="9.0", fast=False)
 
     def build(name, cuda_sources):
