@@ -25,12 +25,15 @@ all: it answers the judge, which treats what it says as data to check.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import platform
 import secrets
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -429,12 +432,23 @@ def _read_baseline(path: Path) -> dict[str, Any]:
 
 
 def _write_baseline(path: Path, stats: dict[str, Any], device_name: str) -> None:
+    """Replace the cached baseline atomically. Several evaluations of one process may write the
+    same task's baseline at once, so each writes through its own temporary file; the cache is an
+    optimisation, so failing to write it costs a later re-timing, never this evaluation."""
     if not stats:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"stats": stats, "device_name": device_name}))
-    os.replace(tmp, path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps({"stats": stats, "device_name": device_name}))
+        os.replace(tmp, path)
+    except OSError as error:
+        print(f"kevin eval: the baseline cache {path} was not written ({error})", file=sys.stderr)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 # -- CLI -------------------------------------------------------------------------------------------
