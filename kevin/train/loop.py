@@ -270,8 +270,6 @@ def _timing_so_far(run: Run) -> tuple[float, float]:
     from the run's metrics (restored runs only: a new run has none), so that a resumed launch guards
     its first step as the earlier launch guarded its later ones."""
     path = run.run_dir / METRICS_FILE
-    if run.step == 0:
-        return 0.0, 0.0
     rows = [row for row in read_jsonl(path) if row.get("step", 0) <= run.step]
     heldout = [row["time/heldout_s"] for row in rows if "time/heldout_s" in row]
     steps = [row["time/step_s"] for row in rows if "time/step_s" in row]
@@ -290,7 +288,8 @@ def run_loop(run: Run) -> RunResult:
     started = time.monotonic()
     last = loop.steps if loop.stop_after_steps is None else min(loop.steps, run.step + loop.stop_after_steps)
     heldout_s, longest_step_s = _timing_so_far(run)
-    if run.step == 0 and loop.eval_at_start and loop.eval_every:
+    # heldout_s at step 0 means an earlier launch evaluated the start and stopped there: not again.
+    if run.step == 0 and loop.eval_at_start and loop.eval_every and not heldout_s:
         metrics = evaluate_heldout(run, 0)
         if metrics:
             heldout_s = metrics.get("time/heldout_s", 0.0)
@@ -312,6 +311,9 @@ def run_loop(run: Run) -> RunResult:
         stopped_by = f"loop.time_limit_s={loop.time_limit_s:g}: no step and evaluation fit in this launch"
         say(run, f"kevin train: stopped before step {run.step + 1} ({stopped_by})")
         last = run.step
+        if checkpoints.latest_checkpoint(run.run_dir) is None:
+            save(run, run.step)  # a run stopped at step 0 must still be resumable
+            saved_at = run.step
     for step in range(run.step + 1, last + 1):
         metrics = train_step(run, step)
         run.step = step

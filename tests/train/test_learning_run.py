@@ -155,6 +155,22 @@ def test_a_launch_whose_start_evaluation_leaves_no_room_takes_no_step(tmp_path):
     assert [row["step"] for row in result.history] == [0]
 
 
+def test_a_launch_stopped_at_step_0_resumes_without_evaluating_step_0_again(tmp_path):
+    # The H200 learning run of session 10: launch 1 evaluated step 0 and had no room for a step, so
+    # it left a config and no checkpoint; launch 2 could neither resume (no checkpoint) nor start
+    # afresh (the directory held a run) and the call was lost.
+    first = _train(_limited(1.0), tmp_path / "run")
+    assert first.last_step == 0 and "no step and evaluation fit" in first.stopped_by
+    assert (tmp_path / "run" / "checkpoints" / "step_000000").exists()
+    heldout_file = tmp_path / "run" / "heldout.jsonl"
+    step_0_rows = heldout_file.read_text().splitlines()
+    assert step_0_rows
+    resumed = _train(_limited(None, stop_after_steps=1), tmp_path / "run", resume=True)
+    assert resumed.last_step == 1
+    assert [row["step"] for row in resumed.history] == [1]  # step 0 was evaluated by launch 1 only
+    assert heldout_file.read_text().splitlines() == step_0_rows
+
+
 def test_a_resumed_launch_guards_its_first_step_with_the_earlier_launches_timing(tmp_path):
     first = _train(_limited(None, stop_after_steps=2), tmp_path / "run")
     assert first.last_step == 2
