@@ -112,6 +112,18 @@ def _plot(record: dict, path: Path) -> None:
     plt.close(figure)
 
 
+def _sft_line(sft_record: dict) -> str:
+    """The warm start's training loss and its loss on the held-out tasks' corpus (never trained on):
+    a held-out loss far above the training loss means it recalls training kernels, not the task's."""
+    held = sft_record.get("val_losses") or []
+    if not sft_record:
+        return "sft: -"
+    line = f"sft: {sft_record.get('steps')} steps, loss {sft_record.get('first_loss', 0):.3f} -> {sft_record.get('last_loss', 0):.3f}"
+    if held:
+        line += f"; held-out corpus loss {held[0][1]:.3f} -> {held[-1][1]:.3f} (min {min(v for _, v in held):.3f})"
+    return line
+
+
 def _table(record: dict) -> str:
     def cells(values: dict | None) -> str:
         values = values or {}
@@ -129,6 +141,7 @@ def _table(record: dict) -> str:
         f"{'corpus average variant':28s}{cells(baseline)}   ({baseline.get('variants', 0)} variants)",
         f"{'SFT start (step 0)':28s}{cells(record.get('before'))}",
         f"{'after RL (step ' + str(after.get('step', '-')) + ')':28s}{cells(after)}",
+        _sft_line(record.get("sft") or {}),
         "phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in (record.get("phases_s") or {}).items()),
     ]
     return "\n".join(lines)

@@ -319,7 +319,8 @@ class LearningRun:
         self.finish_baseline(picks, futures, self.args.baseline_s)
         self.phase("baseline", since)
         since = time.monotonic()
-        result = sft.train_sft(config, samples, self.work / "sft", prepared=prepared)
+        validation = corpora.build_corpus(specs, heldout, self.args.backend)
+        result = sft.train_sft(config, samples, self.work / "sft", prepared=prepared, validation=validation)
         for name in (sft.SFT_LOG, sft.SFT_RECORD):
             shutil.copy(self.work / "sft" / name, self.kept / name)
         self.record["sft"] = {
@@ -328,6 +329,7 @@ class LearningRun:
             "parameters": result.parameters,
             "first_loss": result.losses[0],
             "last_loss": result.losses[-1],
+            "val_losses": result.val_losses,
         }
         self.phase("sft", since)
         self.save_record()

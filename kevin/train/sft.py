@@ -73,6 +73,12 @@ class SFTConfig:
     """Stop at the first step boundary after this many seconds of training; none: run every step."""
     log_every: int = 25
     """Print a loss line every this many steps (every step goes to sft_log.jsonl)."""
+    val_every: int = 200
+    """Loss on the validation samples (the held-out tasks' corpus) every this many steps, at the
+    first step and at the last: the warm start's generalisation, seen before any GPU evaluation
+    (0: never)."""
+    val_samples: int = 64
+    """Most validation samples scored (spread evenly over those given)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -89,6 +95,8 @@ class SFTConfig:
                 "sft time_limit_s must be positive, or none",
             ),
             (self.log_every >= 1, "sft log_every must be at least 1"),
+            (self.val_every >= 0, "sft val_every must be 0 (never) or positive"),
+            (self.val_samples >= 1, "sft val_samples must be at least 1"),
         ]
         for ok, message in rules:
             if not ok:
@@ -118,6 +126,8 @@ class SFTResult:
     dropped: int
     """Samples longer than max_tokens, not trained on."""
     stopped_by_time: bool = False
+    val_losses: list[tuple[int, float]] = field(default_factory=list)
+    """(step, mean loss per completion token on the validation samples)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,6 +185,36 @@ def lr_factor(step: int, config: SFTConfig) -> float:
 # Training
 
 
+def spread(items: Sequence, count: int) -> list:
+    """At most `count` of `items`, evenly spaced, in order."""
+    if len(items) <= count:
+        return list(items)
+    return [items[i * len(items) // count] for i in range(count)]
+
+
+@torch.no_grad()
+def validation_loss(
+    model: Any, encoded: Sequence[tuple[list[int], int]], pad_id: int, batch_size: int, device, dtype
+) -> float:
+    """Mean loss per completion token over `encoded` (the model is left in train mode)."""
+    from kevin.train.logprobs import autocast_context
+
+    model.eval()
+    total, tokens = 0.0, 0
+    for start in range(0, len(encoded), batch_size):
+        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size], pad_id).items()}
+        with autocast_context(device, dtype):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        labels = batch["labels"][:, 1:]
+        losses = torch.nn.functional.cross_entropy(
+            logits[:, :-1].float().transpose(1, 2), labels, ignore_index=IGNORE, reduction="sum"
+        )
+        total += float(losses)
+        tokens += int((labels != IGNORE).sum())
+    model.train()
+    return total / max(1, tokens)
+
+
 def build_tokenizer(config: SFTConfig, samples: Sequence[Sample]) -> Any:
     """The tiny BPE trained with the corpus's texts, or the checkpoint's own tokenizer."""
     from kevin.train.corpus import tokenizer_texts
@@ -216,10 +256,12 @@ def train_sft(
     out_dir: str | Path,
     *,
     prepared: Prepared | None = None,
+    validation: Sequence[Sample] = (),
     out: Callable[[str], None] = print,
 ) -> SFTResult:
     """Train on `samples` (tokenized by `prepare`, or as `prepared` says) and write the checkpoint
-    folder `out_dir` (see the module docstring)."""
+    folder `out_dir` (see the module docstring). `validation` (the held-out tasks' corpus) is scored,
+    never trained on, every config.val_every steps."""
     from kevin.train.logprobs import autocast_context
     from kevin.train.model import build_model, count_parameters, resolve_compute_dtype, resolve_device
 
@@ -249,6 +291,8 @@ def train_sft(
         f"kevin sft: {parameters / 1e6:.1f}M parameters, {len(encoded)} samples ({dropped} too long), "
         f"vocabulary {len(tokenizer)}, {config.steps} steps of {config.batch_size} on {device}"
     )
+    held, _ = encode_samples(spread(validation, config.val_samples), codec, config.max_tokens)
+    val_losses: list[tuple[int, float]] = []
     losses: list[float] = []
     stopped_by_time = False
     draw = batches(len(encoded), config.batch_size, config.seed)
@@ -277,10 +321,16 @@ def train_sft(
                 "tokens": int(batch["attention_mask"].sum()),
                 "seconds": round(seconds, 3),
             }
+            out_of_time = config.time_limit_s is not None and seconds > config.time_limit_s
+            last = out_of_time or step + 1 == config.steps
+            if held and config.val_every and (step == 0 or (step + 1) % config.val_every == 0 or last):
+                row["val_loss"] = validation_loss(model, held, codec.pad_id, config.batch_size, device, dtype)
+                val_losses.append((step + 1, row["val_loss"]))
             log.write(json.dumps(row) + "\n")
-            if (step + 1) % config.log_every == 0 or step == 0 or step + 1 == config.steps:
-                out(f"sft step {step + 1}/{config.steps} loss {value:.4f} lr {row['lr']:.2e} {seconds:.0f}s")
-            if config.time_limit_s is not None and seconds > config.time_limit_s:
+            if (step + 1) % config.log_every == 0 or step == 0 or last:
+                shown = f" held-out {row['val_loss']:.4f}" if "val_loss" in row else ""
+                out(f"sft step {step + 1}/{config.steps} loss {value:.4f}{shown} lr {row['lr']:.2e} {seconds:.0f}s")
+            if out_of_time:
                 stopped_by_time = step + 1 < config.steps
                 if stopped_by_time:
                     out(f"sft: stopped at step {step + 1} by the time limit ({config.time_limit_s:.0f} s)")
@@ -297,12 +347,17 @@ def train_sft(
         len(encoded),
         dropped,
         stopped_by_time,
+        val_losses,
     )
     record = {
         "config": dataclasses.asdict(config),
-        "result": {k: v for k, v in dataclasses.asdict(result).items() if k not in ("losses", "out_dir")},
+        "result": {
+            k: v for k, v in dataclasses.asdict(result).items() if k not in ("losses", "out_dir", "val_losses")
+        },
         "first_loss": losses[0],
         "last_loss": losses[-1],
+        "validation_samples": len(held),
+        "val_losses": val_losses,
     }
     (out_dir / SFT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     out(
@@ -322,7 +377,7 @@ def _run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if (out_dir / "config.json").exists():
         raise UsageError(f"{out_dir} already holds a model; pick a new --out")
-    specs, train_tasks, _ = load_family(args.family)
+    specs, train_tasks, heldout_tasks = load_family(args.family)
     config = sft_preset(args.preset)
     changes = {
         k: v
@@ -333,7 +388,7 @@ def _run(args: argparse.Namespace) -> int:
         changes["time_limit_s"] = args.time_limit_s if args.time_limit_s > 0 else None
     config = dataclasses.replace(config, seed=args.seed, **changes)
     samples = build_corpus(specs, train_tasks, args.backend)
-    train_sft(config, samples, out_dir)
+    train_sft(config, samples, out_dir, validation=build_corpus(specs, heldout_tasks, args.backend))
     return 0
 
 

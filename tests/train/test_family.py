@@ -15,6 +15,7 @@ from kevin.train.family import (
     OPS,
     SPLIT_FILE,
     TRAIN_COUNTS,
+    capacity,
     generate_family,
     load_family,
     read_family,
@@ -158,3 +159,21 @@ def test_kevin_family_command(tmp_path, capsys):
     (tmp_path / "other" / "99_foreign.py").write_text("x = 1\n")
     assert kevin_main(["family", "--out", str(tmp_path / "other")]) == 2
     assert "write the family to an empty folder" in capsys.readouterr().err
+
+
+def test_train_counts_fill_each_kind_to_its_capacity_and_no_further():
+    from kevin.errors import UsageError
+
+    room = {kind: capacity(kind) for kind in KINDS}
+    for total in range(4, sum(room.values()) + 1):
+        counts = train_counts(total)
+        assert sum(counts.values()) == total
+        assert all(1 <= counts[kind] <= room[kind] for kind in KINDS), (total, counts)
+    assert train_counts(sum(room.values())) == room
+    with pytest.raises(UsageError, match="training signatures"):
+        train_counts(sum(room.values()) + 1)
+    specs = generate_family(0, train_counts=train_counts(600))
+    train = [s for s in specs if not s.heldout]
+    held = {s.signature for s in specs if s.heldout}
+    assert len(train) == 600 and len({s.signature for s in train}) == 600
+    assert not held & {s.signature for s in train}

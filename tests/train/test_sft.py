@@ -4,6 +4,7 @@ a tiny model, the checkpoint reloads with the same token ids, and `kevin train` 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -145,3 +146,31 @@ def test_samples_longer_than_max_tokens_are_dropped(small_corpus):
     assert prepared.dropped == 1 and len(prepared.encoded) == 1
     ids, prompt_length = prepared.encoded[0]
     assert ids[-1] == prepared.codec.eos_id and 0 < prompt_length < len(ids)
+
+
+def test_validation_loss_is_the_models_own_mean_completion_loss(small_corpus):
+    from kevin.train.model import build_model
+
+    config = tiny_sft()
+    prepared = sft.prepare(config, small_corpus)
+    model = build_model(config.model, prepared.tokenizer, seed=0)
+    rows = prepared.encoded[:1]
+    with torch.no_grad():
+        expected = model(**sft.collate(rows, prepared.codec.pad_id)).loss.item()  # HF: mean over labels
+    assert sft.validation_loss(model, rows, prepared.codec.pad_id, 4, torch.device("cpu"), None) == pytest.approx(
+        expected, rel=1e-5
+    )
+    assert model.training  # left as it was found
+
+
+def test_held_out_loss_is_logged_at_the_start_every_val_every_steps_and_at_the_end(small_corpus, tmp_path):
+    train_on, held_out = small_corpus[:2], small_corpus[2:]
+    result = sft.train_sft(
+        tiny_sft(steps=7, val_every=3), train_on, tmp_path, validation=held_out, out=lambda line: None
+    )
+    assert [step for step, _ in result.val_losses] == [1, 3, 6, 7]
+    rows = [json.loads(line) for line in (tmp_path / sft.SFT_LOG).read_text().splitlines()]
+    assert [row["step"] for row in rows if "val_loss" in row] == [1, 3, 6, 7]
+    record = json.loads((tmp_path / sft.SFT_RECORD).read_text())
+    assert record["validation_samples"] == 2 and len(record["val_losses"]) == 4
+    assert sft.spread(list(range(10)), 4) == [0, 2, 5, 7]
