@@ -135,7 +135,8 @@ def _table(record: dict) -> str:
     lines = [
         f"learning run ({record.get('backend')}, {record.get('scale')}): {(record.get('sft') or {}).get('parameters', 0) / 1e6:.1f}M "
         f"parameters, {family.get('train', '?')} training / {family.get('heldout', '?')} held-out tasks, "
-        f"{rl.get('steps', '?')} RL steps, {record.get('wall_s')} s of {record.get('budget_s'):.0f} s"
+        f"{rl.get('steps', '?')} RL steps, {record.get('wall_s')} s over {max(1, len(record.get('launches') or []))} "
+        f"launch(es), the last one's budget {record.get('budget_s'):.0f} s"
         + (f" (PARTIAL: {record['partial']})" if record.get("partial") else ""),
         f"{'held-out':28s}{'correct':>9}{'speedup':>9}{'fast_1':>9}",
         f"{'corpus average variant':28s}{cells(baseline)}   ({baseline.get('variants', 0)} variants)",

@@ -11,7 +11,7 @@ the run is split into launches on the same machine, kept warm between them (benc
 Phases of the first launch (its budget covers them all; a watchdog ends the process at budget +
 40 s and still writes what it has):
 
-    family     120 training and 8 held-out tasks (kevin.train.family, --train-tasks) at the GPU
+    family     600 training and 8 held-out tasks (kevin.train.family, --train-tasks) at the GPU
                size; held-out tasks are op combinations never seen in training        ~1 s
     corpus     every kernel variant of the training tasks as (prompt, completion) samples, and
                2 variants drawn per held-out task for the baseline (kevin.train.corpus) ~2 s
@@ -372,7 +372,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--baseline-per-task", type=int, default=2, help="corpus variants per held-out task")
     parser.add_argument(
-        "--train-tasks", type=int, default=120, help="training tasks of the family (full scale; 8 held out)"
+        "--train-tasks", type=int, default=600, help="training tasks of the family (full scale; 8 held out; 120 memorised, s10)"
     )
     parser.add_argument(
         "--resume",
