@@ -63,7 +63,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kevin.evaluator import buildflags, fastbuild, symbols, torchbuild
+from kevin.evaluator import buildfail, buildflags, fastbuild, symbols, torchbuild
 from kevin.evaluator.build import BuildReply, _gpu_arch, build_key, sha256_file
 from kevin.evaluator.buildflags import flag_problems, toolchain_roots
 from kevin.evaluator.buildrequest import Refused, normalize
@@ -90,8 +90,20 @@ MAX_ERROR_CHARS = 16000
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+OWN_ERROR = "light headers: the candidate's own syntax error (kevin.evaluator.buildfail); no full build"
+"""BuildReply.fallback of a fast build that failed on the candidate's own lines."""
+
+
 class _Corrupt(Exception):
     """A cache entry that does not validate."""
+
+
+class _OwnError(Exception):
+    """A fast build failed where no header could help (kevin.evaluator.buildfail)."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__("the candidate's own compile error")
+        self.output = output
 
 
 def _objects(directory: Path) -> list[Path]:
@@ -335,7 +347,18 @@ class Broker:
         staging = Path(tempfile.mkdtemp(prefix=f"{entry.name}.", dir=self.staging_root))
         started = time.perf_counter()
         try:
-            kind, functions, fallback, library = self._fast(arguments, staging)
+            try:
+                kind, functions, fallback, library = self._fast(arguments, staging)
+            except _OwnError as failure:  # the full build would fail on the same lines: not run
+                return BuildReply(
+                    ok=False,
+                    name=name,
+                    key=key,
+                    fallback=OWN_ERROR,
+                    error=_truncate(buildfail.report(failure.output, name, staging, entry)),
+                    error_type="RuntimeError",
+                    blame="candidate",
+                )
             shim = ""
             if kind == "fast":
                 shim = str(self._shim_library()[0])
@@ -423,6 +446,8 @@ class Broker:
         except fastbuild.NotEligible as exc:
             return "", {}, str(exc), staging
         except fastbuild.FastBuildFailed as exc:
+            if buildfail.own_error(exc.output, staging, fastbuild.own_lines(plan), buildfail.reserved_macros()):
+                raise _OwnError(exc.output) from None
             lines = [line for line in str(exc).splitlines() if "error" in line]
             return "", {}, "light headers: " + (lines[0] if lines else "build failed")[:300], staging
         except (symbols.Unavailable, TimeoutError):

@@ -29,7 +29,9 @@ cannot point into another entry (BadManifest otherwise).
 
 Anything the light headers do not cover fails to compile, and the caller (kevin.evaluator.build or
 the broker) then runs the real `load_inline`, so a candidate that builds under plain `load_inline`
-still builds, and compile errors shown to the model always come from the real build. What a fast-built extension
+still builds, and compile errors shown to the model come from the real build, except a syntax
+error on the candidate's own lines that no header can explain (kevin.evaluator.buildfail: the broker
+then skips the real build, which would fail on the same lines). What a fast-built extension
 computes is the candidate's own code plus torch's, through the shim.
 
 What this does not cover (it falls back instead): functions not declared with simple types
@@ -88,7 +90,12 @@ MANIFEST = "kevin-fast.json"
 
 
 class FastBuildFailed(Exception):
-    """The fast build did not produce a module; build it with the real load_inline."""
+    """The fast build did not produce a module; build it with the real load_inline (unless
+    kevin.evaluator.buildfail reads the whole `output` as the candidate's own error)."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__(output[-4000:])
+        self.output = output
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -427,6 +434,24 @@ def run_killable(
     return process.returncode, output.decode(errors="replace")
 
 
+CUDA_PREAMBLE = ("#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>")
+"""The lines load_inline writes at the top of cuda.cu, before the candidate's cuda_sources."""
+
+
+def _line_count(sources: list[str]) -> int:
+    return sum(source.count("\n") + 1 for source in sources)
+
+
+def own_lines(plan: Plan) -> dict[str, range]:
+    """The lines of each source file (as `prepare` and load_inline write them) that hold the
+    candidate's own text: after the include lines, before main.cpp's binding block."""
+    lines = {"main.cpp": range(2, 2 + _line_count(plan.cpp_sources))}
+    if plan.cuda_sources:
+        start = len(CUDA_PREAMBLE) + 1
+        lines["cuda.cu"] = range(start, start + _line_count(plan.cuda_sources))
+    return lines
+
+
 def prepare(plan: Plan, directory: Path, shim_path: Path, overrides: dict[str, str] | None = None) -> Path:
     """Write `plan`'s sources and rewritten build.ninja into (a fresh) `directory`; build nothing.
     The build file's path. (bench/build_coverage.py runs its compile steps only.)"""
@@ -437,9 +462,7 @@ def prepare(plan: Plan, directory: Path, shim_path: Path, overrides: dict[str, s
     sources = [str(directory / "main.cpp")]
     _write(directory / "main.cpp", main)
     if plan.cuda_sources:
-        cuda = "\n".join(
-            ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>", *plan.cuda_sources]
-        )
+        cuda = "\n".join([*CUDA_PREAMBLE, *plan.cuda_sources])
         _write(directory / "cuda.cu", cuda)
         sources.append(str(directory / "cuda.cu"))
     with environment(overrides):
@@ -463,7 +486,7 @@ def compile_library(
     prepare(plan, directory, shim_path, overrides)
     returncode, output = run_killable([ninja, "-C", str(directory)], directory, timeout)
     if returncode != 0:
-        raise FastBuildFailed(output[-4000:])
+        raise FastBuildFailed(output)
     return directory / f"{plan.name}.so"
 
 
