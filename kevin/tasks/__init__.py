@@ -11,14 +11,18 @@ Public names (re-exported here): `Task`, `Split`, `IdSpec`, `content_hash`, the 
 `split_paper`, `split_from_file`, `save_split`, `split_generated`, `split_by_name`, `read_excluded`,
 `exclude_flagged`). Validation is `kevin.tasks.validate` (the parent) and `kevin.tasks.probe` (the
 child process); the generator is `kevin.tasks.generate` over the catalogue `kevin.tasks.operators`
-(`kevin tasks generate`); the commands are `kevin.tasks.commands`.
+(`kevin tasks generate`), deduplicated against KernelBench by `kevin.tasks.dedupe` (forward code read
+by `kevin.tasks.kbcode`, and file names); `kevin.tasks.enlarge` writes larger-shape variants of the
+KernelBench problems that run too fast (`kevin tasks enlarge`), through `kevin.tasks.sizes` (a
+problem's module-level size constants) and `kevin.tasks.scaling` (reference timing, the doubling
+loop both share); the commands are `kevin.tasks.commands`.
 
 Modules: `records`, `loaders`, `selection`, `splits`, `validate`, `probe`, `operators`, `generate`,
-`commands`; `bundled/`
+`kbcode`, `dedupe`, `sizes`, `scaling`, `enlarge`, `commands`; `bundled/`
 holds our own problems and their honest candidates (data, not code of this package).
 
 Layer rules: the bottom layer. It imports kevin.errors, the standard library, and torch only in the
-validation child and inside the generator's reference timing (imported there, never at module
+validation child and inside the reference timing and sizing (imported there, never at module
 load); never kevin.gate, kevin.evaluator, kevin.rl, kevin.train, kevin.search or kevin.cli.
 """
 

@@ -1,4 +1,4 @@
-"""`kevin tasks list|show|validate|generate`: the task layer's commands."""
+"""`kevin tasks list|show|validate|generate|enlarge`: the task layer's commands."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from kevin.errors import UsageError
-from kevin.tasks import generate, validate
+from kevin.tasks import enlarge, generate, validate
 from kevin.tasks.loaders import BUNDLED_SIZES, load_source
 from kevin.tasks.records import Task
 from kevin.tasks.selection import add_selection_arguments, tasks_from_args
@@ -47,11 +47,11 @@ def _run_help(parser):
 
 
 def register_commands(subparsers) -> None:
-    """Add `kevin tasks list|show|validate|generate`."""
+    """Add `kevin tasks list|show|validate|generate|enlarge`."""
     tasks_parser = subparsers.add_parser(
         "tasks",
-        help="list, show, validate and generate problems",
-        description="List, show, validate and generate problems (tasks).",
+        help="list, show, validate, generate and enlarge problems",
+        description="List, show, validate, generate and enlarge problems (tasks).",
     )
     tasks_parser.set_defaults(run=_run_help(tasks_parser))
     commands = tasks_parser.add_subparsers(dest="tasks_command", metavar="COMMAND")
@@ -78,3 +78,4 @@ def register_commands(subparsers) -> None:
 
     validate.add_parser(commands)
     generate.add_parser(commands)
+    enlarge.add_parser(commands)

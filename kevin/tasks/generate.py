@@ -8,18 +8,18 @@ from kevin.tasks.operators (which also holds the shape rules that make every cha
 1. Draw. Task attempt `a` of seed `S` draws from `random.Random("kevin-generate:S:a")` alone, so a
    task is reproducible by itself; attempts run 0, 1, 2, ... until N tasks are kept. A draw is
    rejected when its operator sequence (`operators.sequence_key`, synonyms merged) occurs in
-   KernelBench level 1 or 2 (`kernelbench_sequences`, read from the file names, e.g.
-   `12_Gemm_Multiply_LeakyReLU.py`) or earlier in this set.
+   KernelBench level 1 or 2, read from each problem's forward code and from its file name
+   (kevin.tasks.dedupe; the manifest counts what each source rejected), or earlier in this set.
 2. Validate (default on): every problem goes through `kevin tasks validate` (own process; import,
    run, nondeterministic, degenerate); failures are dropped and listed in the manifest.
 3. Measure (with `--min-ms`): the eager reference is timed on `--device` (warm-up, then the median
-   of repeats); below `min_ms` the batch doubles, until it passes, the estimated footprint would pass
-   the memory budget, or `MAX_DOUBLINGS`; a task that cannot reach `min_ms` is dropped.
+   of repeats); below `min_ms` the batch doubles (kevin.tasks.scaling), until it passes, the estimated
+   footprint would pass the memory budget, or `MAX_DOUBLINGS`; a task that cannot reach it is dropped.
 4. Write: `NNNN_<Op>_<Op>....py` (KernelBench format: `Model`, `get_inputs`, `get_init_inputs`,
    a `batch_size` constant; loaded from a flat folder as level 0, ids `L0_N`), `manifest.json` (per
    task: id, file, seed, ops, sequence key, input and output shapes, batch size, reference_ms or
-   null, validation status; the dedupe set's size; dropped attempts and why) and `split.json`
-   (train/holdout by whole operator sequence, `splits.split_generated`).
+   null, validation status; the dedupe sources' sizes and rejections; dropped attempts and why) and
+   `split.json` (train/holdout by whole operator sequence, `splits.split_generated`).
 
 Deterministic: same seed, size and outcomes give byte-identical files (no timestamps, no paths, no
 dict-order or hash-seed dependence). Measured times are the one part that varies run to run.
@@ -31,21 +31,18 @@ from __future__ import annotations
 
 import json
 import random
-import re
-import statistics
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kevin.errors import UsageError
 from kevin.tasks import operators, validate
-from kevin.tasks.loaders import kernelbench_dir
+from kevin.tasks.dedupe import Dedupe, kernelbench_sequences, load_kernelbench
 from kevin.tasks.operators import BATCH, CATALOGUE, CHEAP, EXPENSIVE, SIZES, Step
 from kevin.tasks.probe import GIB, ValidateSettings
 from kevin.tasks.records import Task
+from kevin.tasks.scaling import double_until_min_ms, measure_reference_ms
 from kevin.tasks.splits import PAPER_HOLDOUT_FRACTION, split_generated
 
 MANIFEST_FILE = "manifest.json"
@@ -53,7 +50,6 @@ SPLIT_FILE = "split.json"
 GENERATOR_VERSION = 1
 """Bumped whenever the same seed would draw different tasks."""
 CHEAP_COUNTS = (2, 3, 4, 5)
-MAX_DOUBLINGS = 12
 MAX_ATTEMPTS_PER_TASK = 50
 """Give up when a set needs more than this many attempts per task asked for."""
 
@@ -196,75 +192,18 @@ def get_init_inputs():
 # KernelBench dedupe
 
 
-def kernelbench_sequences(directory: str | Path | None = None, levels: Sequence[int] = (1, 2)) -> set[str]:
-    """Sequence keys of the KernelBench problems of `levels`, read from file names; empty when absent."""
-    root = Path(directory) if directory is not None else kernelbench_dir()
-    keys: set[str] = set()
-    for level in levels:
-        for path in sorted((root / f"level{level}").glob("*.py")):
-            match = re.match(r"^\d+_(.+)$", path.stem)
-            if match:
-                keys.add(operators.sequence_key([w for w in match.group(1).split("_") if w]))
-    return keys
-
-
-def draw_candidates(seed: int, size: str, taken: set[str], start: int = 0):
-    """Attempts `start`, `start`+1, ... whose sequence is not in `taken` (which the caller extends)."""
+def draw_candidates(seed: int, size: str, dedupe: Dedupe, start: int = 0):
+    """Attempts `start`, `start`+1, ... of 3+ ops whose sequence `dedupe` admits (and then takes)."""
     attempt = start
     while True:
         task = draw_task(seed, attempt, size)
         attempt += 1
-        if len(task.steps) >= 3 and task.key not in taken:
+        if len(task.steps) >= 3 and dedupe.admit(task.key):
             yield task
 
 
 # ---------------------------------------------------------------------------------------------
 # Reference time
-
-
-def measure_reference_ms(source: str, *, device: str = "cpu", warmup: int = 3, repeats: int = 10) -> float:
-    """Median time of the eager reference's forward on `device`, in ms (inputs already there).
-
-    On cuda, CUDA events around each forward after a synchronize; a chain of tiny kernels can still
-    read above a threshold through launch gaps, which is why the scale-up grows the batch, not the
-    repeat count. On cpu, wall time on one thread.
-    """
-    import torch
-
-    from kevin.tasks.probe import import_problem
-
-    with tempfile.TemporaryDirectory(prefix="kevin-measure-") as tmp:
-        module = import_problem(source, Path(tmp) / "problem.py")
-        torch.manual_seed(0)
-        model = module.Model(*module.get_init_inputs()).to(device)
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-    times_ms = []
-    threads = torch.get_num_threads()
-    if device == "cpu":
-        torch.set_num_threads(1)  # a thread pool on a busy machine times the other load, not the task
-    try:
-        with torch.no_grad():
-            for i in range(warmup + repeats):
-                if device == "cuda":  # the device's own clock, bracketing the forward's kernels
-                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    torch.cuda.synchronize()
-                    begin.record()
-                    model(*inputs)
-                    end.record()
-                    end.synchronize()
-                    elapsed_ms = begin.elapsed_time(end)
-                else:
-                    start = time.perf_counter()
-                    model(*inputs)
-                    elapsed_ms = (time.perf_counter() - start) * 1000.0
-                if i >= warmup:
-                    times_ms.append(elapsed_ms)
-    finally:
-        torch.set_num_threads(threads)
-    del model, inputs
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    return statistics.median(times_ms)
 
 
 def footprint_bytes(task: GeneratedTask) -> int:
@@ -290,22 +229,18 @@ def scale_to_min_ms(
     measure: Callable[..., float] | None = None,
 ) -> tuple[GeneratedTask, str]:
     """The task with its batch doubled until the reference takes > `min_ms`; reason empty when it made it."""
-    measure = measure or measure_reference_ms
-    for _ in range(MAX_DOUBLINGS + 1):
-        if footprint_bytes(task) > budget_bytes:
-            return task, f"batch {task.batch_size} would need ~{footprint_bytes(task) / GIB:.2f} GiB > budget"
-        try:
-            ms = measure(task.source(), device=device)
-        except Exception as exc:  # out of memory on the device, mostly: the task cannot grow
-            return (
-                task,
-                f"batch {task.batch_size}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-            )
-        task = replace(task, reference_ms=round(ms, 4))
-        if ms > min_ms:
-            return task, ""
-        task = replace(task, batch_size=task.batch_size * 2)
-    return task, f"still below {min_ms} ms after {MAX_DOUBLINGS} doublings"
+    scaled = double_until_min_ms(
+        task,
+        source=GeneratedTask.source,
+        footprint_bytes=footprint_bytes,
+        grow=lambda t: replace(t, batch_size=t.batch_size * 2),
+        describe=lambda t: f"batch {t.batch_size}",
+        min_ms=min_ms,
+        device=device,
+        budget_bytes=budget_bytes,
+        measure=measure,
+    )
+    return replace(scaled.size, reference_ms=scaled.reference_ms), scaled.reason
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,12 +313,11 @@ def generate_set(options: GenerateOptions) -> dict:
     """Draw, validate and (optionally) measure until `options.n` tasks are kept.
 
     Returns {"tasks": kept GeneratedTasks numbered 1..n, "dropped": [(task, why)], "dedupe": size of
-    the KernelBench sequence set}.
+    the KernelBench sequence set, "dedupe_report": `Dedupe.report()`}.
     """
     check_options(options)
-    dedupe = kernelbench_sequences(options.kernelbench)
-    taken = set(dedupe)
-    candidates = draw_candidates(options.seed, options.size, taken)
+    dedupe = Dedupe(load_kernelbench(options.kernelbench))
+    candidates = draw_candidates(options.seed, options.size, dedupe)
     budget = int((options.budget_gib or validate.DEFAULT_BUDGET_GIB[options.device]) * GIB)
     kept: list[GeneratedTask] = []
     dropped: list[tuple[GeneratedTask, str]] = []
@@ -391,9 +325,7 @@ def generate_set(options: GenerateOptions) -> dict:
     while len(kept) < options.n:
         batch = []
         while len(batch) < options.n - len(kept):
-            task = next(candidates)
-            taken.add(task.key)
-            batch.append(task)
+            batch.append(next(candidates))
         attempts = batch[-1].attempt + 1
         if attempts > MAX_ATTEMPTS_PER_TASK * options.n:
             raise UsageError(
@@ -417,7 +349,12 @@ def generate_set(options: GenerateOptions) -> dict:
                 task = scaled
             kept.append(task)
     tasks = [replace(t, number=i + 1) for i, t in enumerate(kept[: options.n])]
-    return {"tasks": tasks, "dropped": dropped, "dedupe": len(dedupe)}
+    return {
+        "tasks": tasks,
+        "dropped": dropped,
+        "dedupe": len(dedupe.kernelbench.keys),
+        "dedupe_report": dedupe.report(),
+    }
 
 
 def manifest(result: dict, options: GenerateOptions) -> dict:
@@ -427,6 +364,7 @@ def manifest(result: dict, options: GenerateOptions) -> dict:
         "size": options.size,
         "level": 0,
         "kernelbench_dedupe_sequences": result["dedupe"],
+        "kernelbench_dedupe": result["dedupe_report"],
         "validated": options.validate,
         "min_ms": options.min_ms,
         "device": options.device if options.min_ms is not None else None,
@@ -510,7 +448,13 @@ def run_generate(args) -> int:
             "(set KEVIN_KERNELBENCH_DIR or --kernelbench); the manifest records 0"
         )
     else:
-        print(f"checked against {result['dedupe']} KernelBench level 1-2 operator sequences")
+        report = result["dedupe_report"]
+        rejected = ", ".join(f"{n} {source}" for source, n in report["rejected"].items())
+        print(
+            f"checked against {result['dedupe']} KernelBench level 1-2 operator sequences "
+            f"({report['forward_code_sequences']} read from {report['forwards_read']} forwards, "
+            f"{report['file_name_sequences']} from file names); candidates rejected: {rejected}"
+        )
     for task in result["tasks"]:
         timing = f"  {task.reference_ms} ms" if task.reference_ms is not None else ""
         print(f"  {task.task_id:7s} {' -> '.join(task.ops)}  out {task.output_shape()}{timing}")

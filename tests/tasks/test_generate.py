@@ -16,6 +16,7 @@ import pytest
 from kevin.cli import main
 from kevin.errors import UsageError
 from kevin.tasks import load_tasks, operators
+from kevin.tasks.dedupe import load_kernelbench
 from kevin.tasks.generate import (
     MANIFEST_FILE,
     SPLIT_FILE,
@@ -128,11 +129,11 @@ def test_dedupe_rejects_kernelbench_sequences_with_synonyms(tmp_path: Path):
 def test_no_generated_sequence_occurs_in_kernelbench(tmp_path: Path):
     if not (kernelbench_dir() / "level2").is_dir():
         pytest.skip(f"KernelBench data not found at {kernelbench_dir()}")
-    keys = kernelbench_sequences()
-    assert len(keys) > 150
+    sequences = load_kernelbench()
+    assert len(sequences.file_name) > 150 and len(sequences.forward_code) > 150
     result = generate_set(GenerateOptions(n=60, seed=0, validate=False))
-    assert result["dedupe"] == len(keys)
-    assert not {t.key for t in result["tasks"]} & keys
+    assert result["dedupe"] == len(sequences.keys)
+    assert not {t.key for t in result["tasks"]} & sequences.keys
 
 
 def test_missing_kernelbench_is_said_and_recorded(tmp_path: Path, capsys):
