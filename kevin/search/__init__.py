@@ -5,11 +5,13 @@ evaluator, keep every turn, and report the paper's metrics (Table 1) overall and
 two such runs (`kevin bench`). Optimize one user module (`kevin optimize`): the same trajectories and
 turns, optionally a beam search (keep the top K trajectories by score after each turn, branch each
 into N/K), the fastest passed kernel verified again on fresh inputs and other shapes, written as a
-drop-in `ModelNew` with a report. Fixed-budget studies (16x8 vs 32x4 vs 128x1) are not built yet.
+drop-in `ModelNew` with a report. The fixed-budget study (`kevin bench --study`): one kernel budget per
+task spent as 16x8, 32x4, 128x1 and a beam, each a bench run, set side by side.
 
 Modules:
 
-    bench      `run_bench`: tasks x trajectories x turns into a run directory, resumable
+    bench      `run_bench`: tasks x trajectories x turns (or a beam) into a run directory, resumable
+    study      `run_study`: the fixed-budget study, one bench run per shape; study.json/md/png
     report     Table 1 from kevin.rl.metrics, markdown, the per-turn curves, run comparison
     rundir     config.json identity check and episodes.jsonl rows for resumable run directories
     beam       one task's search turn by turn: the beam (`select_parents`), resume from rows

@@ -1,8 +1,9 @@
 """`kevin bench`, `kevin bench compare` and `kevin optimize`.
 
-    kevin bench POLICY [--out DIR] [--trajectories N] [--turns T] [task selection]
+    kevin bench POLICY [--out DIR] [--trajectories N] [--turns T] [--beam K] [task selection]
                 [--split paper|seeded|FILE [--part]] [evaluation options]
-    kevin bench compare RUN_A RUN_B [--out FILE]
+    kevin bench POLICY --study BUDGET [--shapes 16x8,32x4,128x1,16x8-beam4] [--out DIR] [as above]
+    kevin bench compare RUN_A RUN_B [--out FILE]        (two bench runs, or two studies)
     kevin optimize MODULE.py POLICY [--trajectories N] [--turns T] [--beam K]
                 [--verify-shapes NAME=VALUE[,...]]... [--out DIR] [evaluation options]
 
@@ -17,6 +18,11 @@ instead (kevin.search.optimize). Evaluation: the real evaluator (kevin.evaluator
 CPU and cuda on a GPU unless --backend says otherwise. Run either again with the same --out to
 resume. Exit codes: 0 done, 1 `kevin optimize` found no kernel that passed (and re-verified),
 2 bad usage or input.
+
+The fixed-budget study is `kevin bench --study BUDGET`, a flag rather than a `study` subcommand: it is
+a bench run over the same policy, tasks and evaluator options, with the shapes in place of
+--trajectories/--turns, and a subcommand would have to register every one of them again (argparse
+would also let the subcommand's defaults overwrite options given before its name).
 """
 
 from __future__ import annotations
@@ -160,36 +166,82 @@ def evaluation_settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return eval_config, description
 
 
-def _run_bench(args: argparse.Namespace) -> int:
-    from kevin.search.bench import BenchConfig, run_bench
+def _bench_config(args: argparse.Namespace, backend: str) -> Any:
+    """BenchConfig of the episode options (a study replaces its trajectories, turns and beam)."""
+    from kevin.search.bench import BenchConfig
 
-    tasks = select_bench_tasks(args)
-    eval_config, evaluator_description = evaluation_settings(args)
-    policy, policy_description = build_policy(args)
     try:
-        config = BenchConfig(
-            trajectories=args.trajectories,
-            turns=args.turns,
-            backend=eval_config.backend,
+        return BenchConfig(
+            trajectories=16 if args.trajectories is None else args.trajectories,
+            turns=8 if args.turns is None else args.turns,
+            beam=args.beam,
+            backend=backend,
             temperature=args.temperature,
             max_completion_tokens=args.max_tokens,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    run_dir = Path(args.out) if args.out else Path("runs") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _study_shapes(args: argparse.Namespace) -> Any:
+    """The shapes of --study/--shapes (None without --study); UsageError for flags that clash."""
+    if args.study is None:
+        if args.shapes is not None:
+            raise UsageError("--shapes needs --study BUDGET (the kernels per task every shape spends)")
+        return None
+    given = [
+        flag for flag, value in (("--trajectories", args.trajectories), ("--turns", args.turns)) if value
+    ]
+    given += ["--beam"] if args.beam is not None else []
+    if given:
+        raise UsageError(
+            f"--study runs every shape of --shapes (NxT or NxT-beamK); drop {' and '.join(given)}"
+        )
+    from kevin.search.study import parse_shapes
+
+    return parse_shapes(args.shapes, args.study)
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from kevin.search.bench import run_bench
+
+    shapes = _study_shapes(args)
+    tasks = select_bench_tasks(args)
+    eval_config, evaluator_description = evaluation_settings(args)
+    policy, policy_description = build_policy(args)
+    config = _bench_config(args, eval_config.backend)
+    kind = "bench" if shapes is None else "study"
+    run_dir = Path(args.out) if args.out else Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("kevin.rl.env").setLevel(logging.INFO)  # one line per turn: the progress within a batch
 
     from kevin.evaluator.service import EvaluationService
 
+    describe = {"policy": policy_description, "evaluator": evaluator_description}
     with EvaluationService(eval_config, max_in_flight=args.jobs) as evaluator:
+        if shapes is not None:
+            from kevin.search.study import run_study
+
+            run_study(
+                tasks,
+                policy,
+                evaluator,
+                config,
+                args.study,
+                shapes,
+                run_dir,
+                describe=describe,
+                tasks_per_batch=args.tasks_per_batch,
+                out=_print,
+            )
+            return 0
         run_bench(
             tasks,
             policy,
             evaluator,
             config,
             run_dir,
-            describe={"policy": policy_description, "evaluator": evaluator_description},
+            describe=describe,
             tasks_per_batch=args.tasks_per_batch,
             out=_print,
         )
@@ -201,9 +253,16 @@ def _print(line: str) -> None:
 
 
 def _run_compare(args: argparse.Namespace) -> int:
+    from kevin.search import study
     from kevin.search.report import compare, load_run
 
-    text = compare(load_run(args.run_a), load_run(args.run_b), name_a=args.run_a, name_b=args.run_b)
+    studies = study.load_study(args.run_a), study.load_study(args.run_b)
+    if studies[0] is not None and studies[1] is not None:
+        text = study.compare(studies[0], studies[1], name_a=args.run_a, name_b=args.run_b)
+    elif studies[0] is not None or studies[1] is not None:
+        raise UsageError("compare a study (study.json) with another study, a bench run with a bench run")
+    else:
+        text = compare(load_run(args.run_a), load_run(args.run_b), name_a=args.run_a, name_b=args.run_b)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
     sys.stdout.write(text)
@@ -327,14 +386,41 @@ def register_commands(subparsers) -> None:
         help="run a policy over tasks (N trajectories x T turns) and report the paper's Table 1; compare runs",
         description="Run a policy (replayed completions or an OpenAI-compatible server) over a task set "
         "through the real evaluator into a resumable run directory: episodes.jsonl, metrics.json, "
-        "metrics.md, curves.png. 'kevin bench compare RUN_A RUN_B' sets two runs side by side.",
+        "metrics.md, curves.png. --study BUDGET runs the same kernel budget per task in several shapes "
+        "(16x8, 32x4, 128x1, a beam) and compares them. 'kevin bench compare RUN_A RUN_B' sets two runs "
+        "(or two studies) side by side.",
     )
     add_policy_arguments(parser)
     episodes = parser.add_argument_group("episodes")
     episodes.add_argument(
-        "--trajectories", type=int, default=16, help="parallel trajectories per task (default 16)"
+        "--trajectories", type=int, default=None, help="parallel trajectories per task (default 16)"
     )
-    episodes.add_argument("--turns", type=int, default=8, help="refinement turns per trajectory (default 8)")
+    episodes.add_argument(
+        "--turns", type=int, default=None, help="refinement turns per trajectory (default 8)"
+    )
+    episodes.add_argument(
+        "--beam",
+        type=int,
+        default=None,
+        metavar="K",
+        help="after each turn keep each task's K best trajectories by score, each continued by N/K (K divides N)",
+    )
+    study = parser.add_argument_group("fixed-budget study")
+    study.add_argument(
+        "--study",
+        type=int,
+        default=None,
+        metavar="BUDGET",
+        help="spend BUDGET kernels per task in each shape of --shapes, one run directory each under --out; "
+        "write study.json, study.md and study.png",
+    )
+    study.add_argument(
+        "--shapes",
+        default=None,
+        metavar="LIST",
+        help="comma-separated NxT (N trajectories x T turns) or NxT-beamK, each with N x T = BUDGET "
+        "(default for 128: 16x8,32x4,128x1,16x8-beam4)",
+    )
     episodes.add_argument("--temperature", type=float, default=0.9)
     episodes.add_argument("--max-tokens", type=int, default=16384, help="most tokens per completion")
     episodes.add_argument(

@@ -94,10 +94,48 @@ def difference(a: Any, b: Any, percent: bool = False) -> str:
     return f"{100 * (b - a):+.1f}" if percent else f"{b - a:+.3f}"
 
 
-def _table(headings: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def table(headings: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(headings) + " |", "|" + "|".join("---:" for _ in headings) + "|"]
     lines.extend("| " + " | ".join(row) + " |" for row in rows)
     return lines
+
+
+def side_by_side(
+    first: str,
+    rows_a: Mapping[Any, Mapping[str, Any]],
+    rows_b: Mapping[Any, Mapping[str, Any]],
+    columns: Sequence[tuple[str, str, bool]],
+) -> list[str]:
+    """A markdown table with a row per key of rows_a, then of rows_b, and for each (key, heading,
+    percent) column the A value, the B value and B - A ("-" where a side lacks the row)."""
+    headings = [first] + [f"{heading} {side}" for _, heading, _ in columns for side in ("A", "B", "B - A")]
+    rows = []
+    for name in [*rows_a, *(name for name in rows_b if name not in rows_a)]:
+        a, b = rows_a.get(name, {}), rows_b.get(name, {})
+        rows.append(
+            [str(name)]
+            + [
+                text
+                for key, _, percent in columns
+                for text in (
+                    cell(a.get(key), percent),
+                    cell(b.get(key), percent),
+                    difference(a.get(key), b.get(key), percent),
+                )
+            ]
+        )
+    return table(headings, rows)
+
+
+def save_figure(figure: Any, path: Path, *, title: str) -> Path:
+    """Title, lay out, write and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
 
 
 def _headings(k: int) -> list[str]:
@@ -110,7 +148,7 @@ def _row(values: Mapping[str, Any]) -> list[str]:
 
 def table1_markdown(metrics: Mapping[str, Any]) -> str:
     """Table 1 over all turns, one markdown table."""
-    return "\n".join(_table(_headings(metrics["k"]), [_row(metrics["table1"]["overall"])]))
+    return "\n".join(table(_headings(metrics["k"]), [_row(metrics["table1"]["overall"])]))
 
 
 def markdown(metrics: Mapping[str, Any], *, title: str) -> str:
@@ -128,13 +166,11 @@ def markdown(metrics: Mapping[str, Any], *, title: str) -> str:
         "",
         "## Within the first t turns",
         "",
-        *_table(
-            ["turn", *_headings(k)], [[str(r["turn"]), *_row(r)] for r in metrics["table1"]["upto_turn"]]
-        ),
+        *table(["turn", *_headings(k)], [[str(r["turn"]), *_row(r)] for r in metrics["table1"]["upto_turn"]]),
         "",
         "## Turn t alone (its samples)",
         "",
-        *_table(
+        *table(
             ["turn", *(heading for _, heading, _ in TURN_COLUMNS)],
             [
                 [str(r["turn"]), *(cell(r.get(key), percent) for key, _, percent in TURN_COLUMNS)]
@@ -185,11 +221,7 @@ def plot_curves(metrics: Mapping[str, Any], path: Path, *, title: str) -> Path |
         axis.set_xlabel("turn")
         axis.set_xticks([r["turn"] for r in rows])
         axis.legend(fontsize=8)
-    figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, title=title)
 
 
 def load_run(run: str | Path) -> dict[str, Any]:
@@ -221,7 +253,7 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], *, name_a: str = "A", na
         "",
     ]
     overall_a, overall_b = a["table1"]["overall"], b["table1"]["overall"]
-    lines += _table(
+    lines += table(
         ["metric", "A", "B", "B - A"],
         [
             [
@@ -240,17 +272,5 @@ def compare(a: Mapping[str, Any], b: Mapping[str, Any], *, name_a: str = "A", na
         ("speedup_best", f"best@{k}", False),
         ("speedup_avg", "mean speedup", False),
     ]
-    rows = []
-    for turn in sorted(set(by_turn_a) | set(by_turn_b)):
-        ra, rb = by_turn_a.get(turn, {}), by_turn_b.get(turn, {})
-        row = [str(turn)]
-        for key, _, percent in keys:
-            row += [
-                cell(ra.get(key), percent),
-                cell(rb.get(key), percent),
-                difference(ra.get(key), rb.get(key), percent),
-            ]
-        rows.append(row)
-    headings = ["turn"] + [f"{label} {side}" for _, label, _ in keys for side in ("A", "B", "B - A")]
-    lines += ["", "## Within the first t turns", "", *_table(headings, rows), ""]
+    lines += ["", "## Within the first t turns", "", *side_by_side("turn", by_turn_a, by_turn_b, keys), ""]
     return "\n".join(lines)
