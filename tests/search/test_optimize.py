@@ -466,5 +466,6 @@ def test_a_transformers_model_as_the_policy(module, tmp_path, capsys):
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bars
     assert last == "kevin: no winner: no attempt passed (2 attempts; failures: format 2)"
     rows = rows_of(tmp_path / "out")
-    assert len(rows) == 2 and all(r["finish_reason"] == "length" and r["candidate"] is None for r in rows)
+    # Sampling may draw the end token within 8 tokens (a flake seen in session 10): either way, no code.
+    assert len(rows) == 2 and all(r["finish_reason"] in ("length", "stop") and r["candidate"] is None for r in rows)
     assert json.loads((tmp_path / "out" / "config.json").read_text())["policy"]["kind"] == "hf"
