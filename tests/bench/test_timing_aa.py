@@ -219,6 +219,9 @@ def test_cpp_run_end_to_end(tmp_path):
         assert (stats["n"], stats["failed"]) == (2, []), (kernel, stats["copies"])
         assert stats["baselines_timed"] >= 1  # the pass's cache starts empty
         assert all(c["speedup"] > 0 and c["timing_n"] > 0 for c in stats["copies"])
-        assert stats["verdict"] in ("PASS", "FAIL")  # cpp numbers mean nothing, but are judged
+        # cpp numbers mean nothing, but are judged: n/a only under the target's runtime floor (the
+        # small cumsum ran 0.04 ms on the fresh-clone CI of session 10)
+        short = stats["runtime_ms"]["median"] < bench.TARGET_MIN_RUNTIME_MS
+        assert stats["verdict"] in (("n/a",) if short else ("PASS", "FAIL")), (kernel, stats["runtime_ms"])
     assert busy["background"]["verdicts"] == {"correct": 1}
     assert "| B_11 | busy | 2/2 |" in (tmp_path / "timing_aa.md").read_text()
