@@ -13,13 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch.utils.cpp_extension as cpp_extension
+from test_broker_early_failure import DECLARATION, KERNEL, needs_nvcc  # the same candidate
 
 from kevin.evaluator import buildfail, fastbuild, torchbuild
 from kevin.evaluator.broker import OWN_ERROR, Broker
-
-needs_nvcc = pytest.mark.skipif(
-    shutil.which("nvcc") is None or shutil.which("ninja") is None, reason="needs nvcc and ninja"
-)
 
 CUDA = """#include <torch/types.h>
 #include <cuda.h>
@@ -112,21 +109,6 @@ def test_the_report_reads_as_the_full_builds_without_kevins_paths(tmp_path):
 
 
 # -- real candidates: the light headers' nvcc output, through the broker --------------------------
-
-DECLARATION = "torch::Tensor twice(torch::Tensor x);"
-KERNEL = r"""
-__global__ void twice_kernel(const float* in, float* out, int64_t n) {
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = 2.0f * in[i];
-}
-
-torch::Tensor twice(torch::Tensor x) {
-    auto out = torch::empty_like(x);
-    twice_kernel<<<(unsigned)((x.numel() + 255) / 256), 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
-    return out;
-}
-"""
-
 
 @pytest.fixture
 def fast_broker(tmp_path, monkeypatch):
