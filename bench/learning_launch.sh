@@ -1,30 +1,87 @@
 #!/usr/bin/env bash
-# One launch of the learning run (bench/learning_run.py) on the GPU machine, from the repository
-# root of a clean tree. A run is longer than one device call (10 minutes), so it is split into
-# launches on the same machine, called again while it is still warm (the work folder is in /tmp):
-#     OUT=$OUT LAUNCH=1 SHIM_TGZ=.out/shim.tgz bash bench/learning_launch.sh   # family .. SFT, RL
-#     OUT=$OUT LAUNCH=2 bash bench/learning_launch.sh                          # RL resumed
+# The learning run (bench/learning_run.py) on the GPU machine, from the repository root of a clean
+# tree. A run is longer than one device call (10 minutes). Two ways to split it:
+#
+# Detached (DETACH=1, the default plan): the first call starts ONE run in its own process session
+# (setsid), which the device machine lets outlive the call while the machine stays warm; every
+# call, the first included, then waits for it up to WAIT_S seconds and returns what it has so far.
+# The run pays its start-up (CUDA, the evaluator's workers, the model) once and stops for its
+# budget once, where a relaunch paid both at every call (s11: 60-110 s of a cold first step and
+# 100-170 s of stop-rule slack per launch). Calls must follow each other within the machine's idle
+# release (30 s), or the run and /tmp are gone; each call's $OUT holds everything up to then.
+#     OUT=$OUT DETACH=1 CALL=1 LEARN_BUDGET_S=1600 WAIT_S=585 bash bench/learning_launch.sh
+#     OUT=$OUT DETACH=1 CALL=2 WAIT_S=585 bash bench/learning_launch.sh     # waits on, collects
+#
+# Relaunched (DETACH unset): each call runs one launch that stops inside the call; later launches
+# resume the RL run from its checkpoint (works on a machine that went cold only if /tmp survived).
+#     OUT=$OUT LAUNCH=1 bash bench/learning_launch.sh                           # family .. SFT, RL
+#     OUT=$OUT LAUNCH=2 bash bench/learning_launch.sh                           # RL resumed
+#
 # SHIM_TGZ: the evaluator's shim from an earlier call (its cache's shims/ folder, as this script
-# returns it in $OUT/shim.tgz), so the first launch does not spend ~100 s building it.
-# LEARN_BUDGET_S: this launch's budget (default 480; the watchdog adds 40 s). LEARN_ARGS: more
-# arguments for learning_run.py (the CPU check: "--scale toy --backend cpp").
-# Writes $OUT/learning_run<N>.log and $OUT/learn<N>.tgz: the report (--out) with the RL run's
-# whole episodes, held-out and metrics files and the run's record.
+# returns it in $OUT/shim.tgz), so the run does not spend ~100 s building it.
+# LEARN_BUDGET_S: the run's (or launch's) budget (default 480; the watchdog adds 40 s).
+# LEARN_ARGS: more arguments for learning_run.py (the CPU check: "--scale toy --backend cpp").
+# LEARN_SCRIPT: the script to run (default bench/learning_run.py; tests use a stand-in).
+# LEARN_ROOT: where the run's folders go (default /tmp).
+# Writes $OUT/learning_run<N>.log and $OUT/learn<N>.tgz (N = CALL or LAUNCH): the report (--out)
+# once the run has written it, and the RL run's episodes, held-out and metrics files so far.
 set -uo pipefail
-n=${LAUNCH:-1}
+root=${LEARN_ROOT:-/tmp}
+script=${LEARN_SCRIPT:-bench/learning_run.py}
 budget=${LEARN_BUDGET_S:-480}
-work=/tmp/kevin-learn
-cache=/tmp/kevin-learn-cache
+work=$root/kevin-learn
+cache=$root/kevin-learn-cache
 mkdir -p "$cache"
 if [ -n "${SHIM_TGZ:-}" ] && [ -f "$SHIM_TGZ" ] && [ ! -d "$cache/shims" ]; then
   tar xzf "$SHIM_TGZ" -C "$cache"
 fi
+export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
+
+collect() {  # $1: the report folder's name under $root, $2: the output's number
+  local files
+  files=$(cd "$root" && ls -d "$1" kevin-learn/report kevin-learn/rl/*.jsonl kevin-learn/rl/config.json \
+    kevin-learn/rl/curves.png kevin-learn/record.json 2>/dev/null)
+  # shellcheck disable=SC2086  # the names have no spaces: they are this script's own
+  (cd "$root" && tar czf "$OUT/learn$2.tgz" $files)
+  if [ -d "$cache/shims" ] && [ ! -f "$OUT/shim.tgz" ] && [ "$2" = 1 ]; then
+    tar czf "$OUT/shim.tgz" -C "$cache" shims
+  fi
+}
+
+if [ -n "${DETACH:-}" ]; then
+  n=${CALL:-1}
+  state=$root/kevin-learn-detached
+  mkdir -p "$state"
+  if [ ! -f "$state/pid" ]; then
+    # $0 the log, $1 the state folder; after the shift, $1 the timeout and $2... the command.
+    setsid bash -c 'echo $$ > "$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; shift
+      timeout --kill-after=15 "$1" python3 "${@:2}"; echo "learning_run exit $?" >> "$0"' \
+      "$state/run.log" "$state" $((budget + 60)) "$script" --out "$root/learn" --work "$work" \
+      --cache-dir "$cache" --budget-s "$budget" ${LEARN_ARGS:-} > "$state/run.log" 2>&1 < /dev/null &
+    for _ in $(seq 50); do [ -f "$state/pid" ] && break; sleep 0.1; done
+    echo "learning_launch: started the detached run (pid $(cat "$state/pid" 2>/dev/null), budget ${budget} s)"
+  else
+    echo "learning_launch: waiting on the detached run (pid $(cat "$state/pid"))"
+  fi
+  pid=$(cat "$state/pid" 2>/dev/null || echo 0)
+  deadline=$((SECONDS + ${WAIT_S:-570}))
+  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "learning_launch: the run goes on (call again with CALL=$((n + 1)) within 30 s to keep the machine)"
+  else
+    echo "learning_launch: the run has ended"
+  fi
+  cp "$state/run.log" "$OUT/learning_run$n.log"
+  collect learn "$n"
+  grep -v "sft step" "$state/run.log" | tail -25
+  exit 0
+fi
+
+n=${LAUNCH:-1}
 resume=()
 [ "$n" -gt 1 ] && resume=(--resume)
-export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
-timeout --kill-after=15 $((budget + 60)) python3 bench/learning_run.py --out "/tmp/learn$n" --work "$work" \
+timeout --kill-after=15 $((budget + 60)) python3 "$script" --out "$root/learn$n" --work "$work" \
   --cache-dir "$cache" --budget-s "$budget" "${resume[@]}" ${LEARN_ARGS:-} > "$OUT/learning_run$n.log" 2>&1
 echo "learning_run exit $?" >> "$OUT/learning_run$n.log"
-(cd /tmp && tar czf "$OUT/learn$n.tgz" "learn$n" $(ls kevin-learn/rl/*.jsonl kevin-learn/rl/config.json kevin-learn/record.json 2>/dev/null))
-if [ "$n" = 1 ] && [ -d "$cache/shims" ]; then tar czf "$OUT/shim.tgz" -C "$cache" shims; fi
+collect "learn$n" "$n"
 grep -v "sft step" "$OUT/learning_run$n.log" | tail -25

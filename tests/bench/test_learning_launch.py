@@ -1,0 +1,112 @@
+"""bench/learning_launch.sh's detached mode: one run outlives the device call that started it (its own
+process session), later calls wait on it and collect, and every call returns what exists so far.
+
+A stand-in for bench/learning_run.py (LEARN_SCRIPT) writes the files the real run writes, at the
+moments it writes them, so the test checks the shell's part: start once, survive the caller's
+process group being killed (what the device machine does when a call returns), collect."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "bench" / "learning_launch.sh"
+
+STAND_IN = """
+import argparse, json, os, pathlib, sys, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--out"); parser.add_argument("--work"); parser.add_argument("--cache-dir")
+parser.add_argument("--budget-s", type=float); parser.add_argument("--resume", action="store_true")
+args, _ = parser.parse_known_args()
+work = pathlib.Path(args.work)
+(work / "rl").mkdir(parents=True, exist_ok=True)
+with open(os.environ["STARTS"], "a") as handle:
+    handle.write(f"{os.getpid()} budget={args.budget_s} resume={args.resume}\\n")
+metrics = work / "rl" / "metrics.jsonl"
+for step in range(3):
+    with metrics.open("a") as handle:
+        handle.write(json.dumps({"step": step}) + "\\n")
+    print(f"step {step}", flush=True)
+    time.sleep(float(os.environ["STEP_S"]))
+out = pathlib.Path(args.out)
+out.mkdir(parents=True, exist_ok=True)
+(out / "table.txt").write_text("the report\\n")
+print("done", flush=True)
+"""
+
+
+def _call(tmp_path: Path, n: int, wait_s: float, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / f"out{n}"
+    out.mkdir()
+    environ = {
+        **os.environ,
+        "OUT": str(out),
+        "DETACH": "1",
+        "CALL": str(n),
+        "WAIT_S": str(wait_s),
+        "LEARN_ROOT": str(tmp_path / "root"),
+        "LEARN_SCRIPT": str(tmp_path / "stand_in.py"),
+        "LEARN_BUDGET_S": "30",
+        "STARTS": str(tmp_path / "starts.txt"),
+        **env,
+    }
+    # Its own session, as a device call is; killing that group afterwards is what the machine does.
+    process = subprocess.Popen(
+        ["bash", str(SCRIPT)], cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    stdout, _ = process.communicate(timeout=120)
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, ""), out
+
+
+def _names(archive: Path) -> set[str]:
+    with tarfile.open(archive) as tar:
+        return set(tar.getnames())
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="setsid and process sessions: Linux")
+def test_a_detached_run_outlives_its_call_and_a_later_call_collects_it(tmp_path):
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    started = time.monotonic()
+    first, out1 = _call(tmp_path, 1, wait_s=1, STEP_S="2")
+    assert first.returncode == 0, first.stdout
+    assert time.monotonic() - started < 15, "the first call waits WAIT_S, not for the run"
+    assert "started the detached run" in first.stdout
+    assert "the run goes on" in first.stdout
+    names = _names(out1 / "learn1.tgz")
+    assert "kevin-learn/rl/metrics.jsonl" in names, names  # what exists so far comes back
+    assert not any(name.startswith("learn/") for name in names)
+
+    pid = int((tmp_path / "root" / "kevin-learn-detached" / "pid").read_text())
+    os.kill(pid, 0)  # alive after the caller's process group was killed
+
+    second, out2 = _call(tmp_path, 2, wait_s=60, STEP_S="2")
+    assert second.returncode == 0, second.stdout
+    assert "waiting on the detached run" in second.stdout
+    assert "the run has ended" in second.stdout
+    assert "learn/table.txt" in _names(out2 / "learn2.tgz")
+    log = (out2 / "learning_run2.log").read_text()
+    assert "step 2" in log and "done" in log and "learning_run exit 0" in log
+    starts = (tmp_path / "starts.txt").read_text().splitlines()
+    assert len(starts) == 1 and "budget=30.0 resume=False" in starts[0], starts
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="setsid and process sessions: Linux")
+def test_a_detached_run_is_bounded_by_its_budget(tmp_path):
+    """The run's own timeout (budget + 60 s) ends a run that would not stop: here budget -55."""
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    call, out = _call(tmp_path, 1, wait_s=30, STEP_S="20", LEARN_BUDGET_S="-55")
+    assert "the run has ended" in call.stdout, call.stdout
+    assert "learning_run exit 124" in (out / "learning_run1.log").read_text()
