@@ -279,12 +279,14 @@ def _policy_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _run_optimize(args: argparse.Namespace) -> int:
-    from kevin.search.optimize import OptimizeConfig, load_module, run_optimize
+    from kevin.search.optimize import OptimizeConfig, run_optimize
     from kevin.search.shapes import parse_shapes
+    from kevin.search.wrap import verify_inputs_shapes
 
     module = Path(args.module)
-    task = load_module(module)
+    task = _optimize_task(args, module)
     shapes = [parse_shapes(text) for text in args.verify_shapes]
+    shapes += [verify_inputs_shapes(text) for text in args.verify_inputs]
     eval_config, evaluator_description = evaluation_settings(args)
     try:
         config = OptimizeConfig(
@@ -305,7 +307,10 @@ def _run_optimize(args: argparse.Namespace) -> int:
     command += ["--trajectories", str(config.trajectories), "--turns", str(config.turns)]
     command += ["--beam", str(config.beam)] if config.beam is not None else []
     command += ["--backend", config.backend]
+    if args.class_name:
+        command += ["--class", args.class_name, "--inputs", args.inputs, "--init-args", args.init_args]
     command += [part for text in args.verify_shapes for part in ("--verify-shapes", text)]
+    command += [part for text in args.verify_inputs for part in ("--verify-inputs", text)]
     command += ["--out", str(out_dir)]
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -329,10 +334,53 @@ def _run_optimize(args: argparse.Namespace) -> int:
             command=shlex.join(command),
             out=_print,
         )
+    if args.class_name:  # the problem kevin made of the class, as the evaluator saw it
+        (out_dir / f"{module.stem}_problem.py").write_text(task.source, encoding="utf-8")
     if outcome.winner is None:
         print(f"kevin: no winner: {outcome.reason}", file=sys.stderr)
         return 1
     return 0
+
+
+def _optimize_task(args: argparse.Namespace, module: Path) -> Task:
+    """MODULE.py as a problem: as it is (KernelBench format), or `--class` wrapped (kevin.search.wrap)."""
+    from kevin.search.optimize import load_module
+    from kevin.search.wrap import parse_init_args, parse_inputs, wrap_class
+    from kevin.tasks.loaders import read_problem_text
+
+    if not args.class_name:
+        given = [
+            flag
+            for flag, value in (
+                ("--inputs", args.inputs),
+                ("--init-args", args.init_args),
+                ("--verify-inputs", args.verify_inputs),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} describe a --class; name the module class with --class NAME"
+            )
+        return load_module(module)
+    if not module.is_file():
+        raise UsageError(
+            f"module not found: {module}; give the path of a .py file defining --class {args.class_name}"
+        )
+    if not args.inputs:
+        raise UsageError(
+            f"--class {args.class_name}: give its forward's example inputs with --inputs, e.g. 16x1024"
+        )
+    source = wrap_class(
+        read_problem_text(module),
+        args.class_name,
+        parse_inputs(args.inputs),
+        parse_init_args(args.init_args),
+        where=str(module),
+    )
+    return Task.from_source(
+        source, id=module.stem, name=module.stem, level=0, problem=0, origin=str(module.resolve())
+    )
 
 
 def _register_optimize(subparsers) -> None:
@@ -368,6 +416,29 @@ def _register_optimize(subparsers) -> None:
         metavar="NAME=VALUE[,...]",
         help="also verify the winner with these module-level constants of MODULE.py set (e.g. "
         "batch_size=64,dim=4096); repeat for more shape sets",
+    )
+    wrapped = parser.add_argument_group("a module class by flag (MODULE.py not in KernelBench format)")
+    wrapped.add_argument(
+        "--class", dest="class_name", metavar="NAME", help="the nn.Module class of MODULE.py to optimise"
+    )
+    wrapped.add_argument(
+        "--inputs",
+        default="",
+        metavar="SHAPE[:DTYPE],...",
+        help="its forward's example inputs, e.g. 16x1024,1024:bf16 (float: normal; int: [0, 128))",
+    )
+    wrapped.add_argument(
+        "--init-args",
+        default="",
+        metavar="ARGS",
+        help='its constructor\'s arguments as Python literals, e.g. "1024, 0.1"',
+    )
+    wrapped.add_argument(
+        "--verify-inputs",
+        action="append",
+        default=[],
+        metavar="SHAPE[:DTYPE],...",
+        help="also verify the winner with these inputs (same count and order as --inputs); repeat for more",
     )
     evaluation = parser.add_argument_group("evaluation")
     add_eval_options(evaluation)
