@@ -171,7 +171,7 @@ def load_corpus(backend: str) -> list[Entry]:
     entries += [
         Entry(f"bundled_{stem}", "honest", f"bundled:{stem}", backend, BUNDLED / backend / f"{stem}.py")
         for stem in BUNDLED_HONEST
-        if (BUNDLED / backend / f"{stem}.py").is_file()  # triton has candidates for some tasks only
+        if (BUNDLED / backend / f"{stem}.py").is_file()  # a back end may lack a candidate for a task
     ]
     chosen = [e for e in entries if e.backend == backend]
     return sorted(chosen, key=lambda e: (not e.honest, e.family, e.name))
