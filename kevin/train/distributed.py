@@ -9,10 +9,14 @@ Who does what (rank 0 leads):
   the run directory. The samples of the step are then broadcast, and every rank trains on its share
   (kevin.train.learner), so all ranks hold the same weights after every step.
 - Sampling with transformers on a sharded model needs every rank: `CollectivePolicy` wraps rank 0's
-  policy; each `generate` broadcasts the prompts, every rank generates a slice (the same number of
-  prompts, so the same number of `generate` calls; `synced_gpus` keeps their forward passes in step)
-  and the completions are gathered back. The other ranks sit in `follow()` until rank 0 broadcasts `("done",)`.
-  With an HTTP sampler only rank 0 samples and the others wait in `follow()` the same way.
+  policy; each `generate_stream` broadcasts the prompts, every rank takes a slice (the same number
+  of prompts, padded), and all ranks generate it one batch at a time (the policy's `batch_size`: the
+  same number of `generate` calls on every rank; `synced_gpus` keeps their forward passes in step),
+  gathering each batch's completions as it ends. Rank 0 yields them then, so their candidates are
+  evaluated while the next batch is sampled, as with one process. A stream that rank 0 stops
+  reading early still runs its remaining batches (discarded): the other ranks are in the same
+  collectives. The other ranks sit in `follow()` until rank 0 broadcasts `("done",)`. With an HTTP
+  sampler only rank 0 samples and the others wait in `follow()` the same way.
 
 Sharding: `fully_shard` (FSDP2) on each decoder layer, then on the root; with a bf16/fp16 compute
 dtype on CUDA, parameters are gathered in that dtype and gradients reduced in fp32
@@ -25,14 +29,14 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from kevin.rl.env import Sampling
+from kevin.rl.env import Sampling, in_prompt_order
 
 
 @dataclass
@@ -172,8 +176,12 @@ class CollectivePolicy:
         self.context = context
 
     def generate(self, prompts: list[str], sampling: Sampling) -> list[Any]:
+        return in_prompt_order(self.generate_stream(prompts, sampling), len(prompts))
+
+    def generate_stream(self, prompts: list[str], sampling: Sampling) -> Iterator[tuple[int, Any]]:
+        """(prompt index, completion), each batch's as every rank has finished that batch."""
         self.context.broadcast(("generate", prompts, sampling))
-        return generate_shared(self.policy, prompts, sampling, self.context)
+        return stream_shared(self.policy, prompts, sampling, self.context)
 
 
 def follow(policy: Any, context: DistributedContext) -> None:
@@ -183,23 +191,34 @@ def follow(policy: Any, context: DistributedContext) -> None:
         if message[0] == "done":
             return
         _, prompts, sampling = message
-        generate_shared(policy, prompts, sampling, context)
+        for _ in stream_shared(policy, prompts, sampling, context):
+            pass
 
 
-def generate_shared(
+def stream_shared(
     policy: Any, prompts: list[str], sampling: Sampling, context: DistributedContext
-) -> list[Any]:
-    """Every rank generates prompts[rank::world] (padded to the same count), then all gather."""
+) -> Iterator[tuple[int, Any]]:
+    """Every rank generates prompts[rank::world] (padded to the same count) in batches of the
+    policy's `batch_size`; after each batch all ranks gather it and this yields its completions as
+    (index into `prompts`, completion). Closed early, it still runs the remaining batches."""
     if not context.active:
-        return policy.generate(prompts, sampling)
+        own = getattr(policy, "generate_stream", None)
+        yield from own(prompts, sampling) if own else enumerate(policy.generate(prompts, sampling))
+        return
     share = -(-len(prompts) // context.world_size)
     mine = prompts[context.rank :: context.world_size]
-    filler = prompts[0] if prompts else ""
-    padded = mine + [filler] * (share - len(mine))
-    outputs = policy.generate(padded, sampling)[: len(mine)] if share else []
-    gathered = context.gather(outputs)
-    merged: list[Any] = [None] * len(prompts)
-    for rank, part in enumerate(gathered):
-        for k, output in enumerate(part):
-            merged[rank + k * context.world_size] = output
-    return merged
+    padded = mine + [prompts[0] if prompts else ""] * (share - len(mine))
+    batch = max(1, int(getattr(policy, "batch_size", share) or share))
+    starts = iter(range(0, share, batch))
+    try:
+        for start in starts:
+            outputs = policy.generate(padded[start : start + batch], sampling)
+            for rank, part in enumerate(context.gather(outputs)):
+                for k, output in enumerate(part):
+                    index = rank + (start + k) * context.world_size
+                    if index < len(prompts):  # beyond: a rank's padding
+                        yield index, output
+    except GeneratorExit:  # abandoned half way: keep step with the other ranks' collectives
+        for start in starts:
+            context.gather(policy.generate(padded[start : start + batch], sampling))
+        raise

@@ -27,9 +27,9 @@ under generation is not counted twice, and `time/evaluate_s` is the rest of the 
 each turn's last completion to its last verdict, plus task sampling and prompt building;
 `time/learn_s` is the learner's update.
 
-Departures: a turn's next prompts wait for all of its verdicts, and the hf policy on several ranks
-(`CollectivePolicy`) still hands over a whole turn at once. Rollouts and learning do not overlap (no
-asynchronous off-policy data beyond the second gradient step).
+Departures: a turn's next prompts wait for all of its verdicts (the hf policy on several ranks,
+`CollectivePolicy`, streams too: each batch as every rank has finished it). Rollouts and learning do
+not overlap (no asynchronous off-policy data beyond the second gradient step).
 """
 
 from __future__ import annotations

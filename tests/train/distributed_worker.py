@@ -94,11 +94,20 @@ def main(tokenizer_dir: str, out_dir: str) -> None:
     reloaded = full_state_dict(model, context)
     restored = loaded["x"] == 1 and all(torch.equal(state[k], reloaded[k]) for k in state)
     # sampling with every rank on the sharded model
-    policy = HFPolicy(model, TextCodec(tokenizer), device=torch.device("cpu"), synced_gpus=True)
+    hf = HFPolicy(model, TextCodec(tokenizer), device=torch.device("cpu"), batch_size=2, synced_gpus=True)
+    policy = CountingPolicy(hf)
     torch.manual_seed(1 + context.rank)
     prompts = ["import torch", "class ModelNew", "def forward(self, x):", "x = 1", "y"]
+    sampling = Sampling(max_tokens=4)
     if context.is_main:
-        outputs = CollectivePolicy(policy, context).generate(prompts, Sampling(max_tokens=4))
+        collective = CollectivePolicy(policy, context)
+        # streamed: 5 prompts on 2 ranks are 3 each (one padding), in batches of 2: the first batch's
+        # 4 completions arrive after one generate call per rank, the fifth after the second
+        streamed = [(index, policy.calls) for index, _ in collective.generate_stream(prompts, sampling)]
+        abandoned = collective.generate_stream(prompts, sampling)
+        next(abandoned)
+        abandoned.close()  # rank 0 still runs its second batch: rank 1 is in that collective too
+        outputs = collective.generate(prompts, sampling)  # so this one starts in step
         context.broadcast(("done",))
         report = {
             "metrics": metrics,
@@ -108,11 +117,27 @@ def main(tokenizer_dir: str, out_dir: str) -> None:
                 list(o.prompt_token_ids) == TextCodec(tokenizer).encode_prompt(p)
                 for p, o in zip(prompts, outputs)
             ],
+            "streamed": streamed,
+            "calls": policy.calls,
         }
         (out / "report.json").write_text(json.dumps(report))
     else:
         follow(policy, context)
+        (out / "rank1.json").write_text(json.dumps({"calls": policy.calls}))
     shutdown(context)
+
+
+class CountingPolicy:
+    """The hf policy, counting its generate calls (each one batch)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.batch_size = inner.batch_size
+        self.calls = 0
+
+    def generate(self, prompts, sampling):
+        self.calls += 1
+        return self.inner.generate(prompts, sampling)
 
 
 if __name__ == "__main__":

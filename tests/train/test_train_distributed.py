@@ -56,3 +56,8 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     assert report["restored"], "an FSDP checkpoint did not load back to the same weights"
     assert len(report["generated"]) == 5 and all(1 <= n <= 4 for n in report["generated"])
     assert all(report["prompts_match"])  # completions came back to the prompts they answer
+    # streamed batch by batch: indices 0-3 after each rank's first batch, 4 after the second
+    assert sorted(index for index, _ in report["streamed"]) == [0, 1, 2, 3, 4]
+    assert [calls for _, calls in report["streamed"]] == [1, 1, 1, 1, 2], report["streamed"]
+    # three streams of two batches on each rank, the abandoned one included
+    assert report["calls"] == json.loads((tmp_path / "rank1.json").read_text())["calls"] == 6
