@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kevin.gate.check",
     "kevin.evaluator.commands",
     "kevin.evaluator.batch",
+    "kevin.evaluator.profiling.commands",
     "kevin.rl.metrics",
     "kevin.train.family",
     "kevin.train.sft",

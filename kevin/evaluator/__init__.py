@@ -18,7 +18,8 @@ Modules: `result` (the contract), `evaluate` (config, flow, result assembly, bas
 `compare`, `probes` (dynamic checks), `timing` (the one clock), `build` + `fastbuild` + `bindings` +
 `native/` (load_inline behind a content-addressed cache, the light-header fast path), `broker` +
 `torchbuild` (builds outside the runner; torch's own build in a throwaway process), `feedback` (the text the
-model reads), `service`, `ray_service`, `batch` (`kevin eval-batch`).
+model reads), `service`, `ray_service`, `batch` (`kevin eval-batch`), `profiling/` (`kevin profile`:
+ncu or torch.profiler reduced to a few bounded lines; runs after a verdict, never inside one).
 
 Layer rules: imports kevin.tasks, kevin.gate and kevin.errors; never kevin.rl, kevin.train,
 kevin.search or kevin.cli (import-linter holds this, see pyproject.toml).

@@ -49,15 +49,19 @@ def add_eval_options(parser: Any) -> None:
     )
 
 
-def config_from_args(args: Any) -> EvalConfig:
-    backend = args.backend
+def resolve_backend(backend: str) -> str:
+    """`auto` -> cuda where torch sees a GPU, else cpp; a GPU back end where none is: UsageError."""
     if backend == "auto":
         import torch
 
         backend = "cuda" if torch.cuda.is_available() else "cpp"
     check_backend_available(backend)
+    return backend
+
+
+def config_from_args(args: Any) -> EvalConfig:
     return EvalConfig(
-        backend=backend,
+        backend=resolve_backend(args.backend),
         precision=args.precision,
         trials=args.trials,
         atol=args.atol,

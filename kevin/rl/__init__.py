@@ -10,7 +10,8 @@ Public names: `kevin.rl.env` (`Policy`, `StreamingPolicy`, `Evaluator`, `Samplin
 `in_prompt_order`, `assign_credit`), `kevin.rl.reward` (`kernel_score`, `score_result`, `discounted_returns`,
 `group_advantages`, `credit`), `kevin.rl.prompts`, `kevin.rl.candidate` (`parse_completion`),
 `kevin.rl.episodes` (`write_episodes`, `read_episodes`), `kevin.rl.metrics` (`kevin metrics`),
-`kevin.rl.replay` (`ReplayPolicy`, `read_records`: recorded completions as a policy).
+`kevin.rl.replay` (`ReplayPolicy`, `read_records`: recorded completions as a policy),
+`kevin.rl.profiles` (`with_profiles`: a profile summary in a passed kernel's feedback).
 
 Layer rules: imports kevin.evaluator (the result contract and the evaluation entry points),
 kevin.tasks and kevin.errors; never kevin.train, kevin.search or kevin.cli. It does not tokenize,

@@ -30,6 +30,10 @@ our failure, and it is excluded from training (score None). An evaluator returni
 than an EvalResult is a bug and raises, as do a `submit` that raises itself and a policy that raises
 or gives a prompt no completion, or two.
 
+Profile feedback (`profile_feedback`, off by default): once every verdict of a turn is in (nothing
+is being timed then), each passed kernel's feedback gets a bounded profile summary appended
+(kevin.rl.profiles); verdicts and scores never change.
+
 This module does not tokenize, apply chat templates, or train; it does not retry failed evaluations.
 """
 
@@ -47,6 +51,7 @@ from typing import Protocol, TypeVar
 from kevin.evaluator.result import EvalResult
 from kevin.rl import reward
 from kevin.rl.candidate import ParsedCompletion, format_error_result, parse_completion
+from kevin.rl.profiles import MIN_PROFILE_CHARS, Profiler, default_profiler, with_profiles
 from kevin.rl.prompts import (
     DEFAULT_TEMPLATES,
     Attempt,
@@ -230,6 +235,11 @@ class EpisodeConfig:
     """Submit each candidate as soon as its completion is written, while the rest of the turn is
     still generated (a policy with `generate_stream`). Turn it off when the policy samples on a GPU
     the evaluator times kernels on: timings taken beside a running generation are slow and noisy."""
+    profile_feedback: bool = False
+    """Append a profile summary to each passed kernel's feedback (module docstring); verdicts and
+    scores are unchanged."""
+    profile_max_chars: int = 600
+    """Most characters of that summary (~150 tokens); longer text is cut in the middle."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -262,6 +272,10 @@ class EpisodeConfig:
             (
                 self.evaluation_timeout_s is None or self.evaluation_timeout_s > 0,
                 "evaluation_timeout_s must be positive seconds, or None to wait for the evaluator",
+            ),
+            (
+                self.profile_max_chars >= MIN_PROFILE_CHARS,
+                f"profile_max_chars must be at least {MIN_PROFILE_CHARS}, got {self.profile_max_chars}",
             ),
         ]
         for ok, message in checks:
@@ -360,13 +374,22 @@ def run_episodes(
     *,
     templates: PromptTemplates = DEFAULT_TEMPLATES,
     count_tokens: Callable[[str], int] | None = None,
+    profiler: Profiler | None = None,
 ) -> list[Trajectory]:
     """Run N x T episodes for every task; return the trajectories (task-major) with credit assigned."""
     ids = [task.id for task in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError("a task appears twice in the batch; list each task once and raise trajectories")
     trajectories = [Trajectory(task, index) for task in tasks for index in range(config.trajectories)]
-    continue_episodes(trajectories, policy, evaluator, config, templates=templates, count_tokens=count_tokens)
+    continue_episodes(
+        trajectories,
+        policy,
+        evaluator,
+        config,
+        templates=templates,
+        count_tokens=count_tokens,
+        profiler=profiler,
+    )
     assign_credit(trajectories, config)
     return trajectories
 
@@ -380,12 +403,13 @@ def continue_episodes(
     turns: int | None = None,
     templates: PromptTemplates = DEFAULT_TEMPLATES,
     count_tokens: Callable[[str], int] | None = None,
+    profiler: Profiler | None = None,
 ) -> None:
     """Run `turns` more turns (default `config.turns`) of `trajectories`, in place, as run_episodes
     runs its turns. A trajectory may already hold turns, from anywhere (a resumed run, a search that
     hands one trajectory's history to several): its next prompt shows them as earlier attempts. All
     must hold the same number of turns; the next one is numbered after them. Credit is not assigned
-    (`assign_credit`)."""
+    (`assign_credit`). `profiler` replaces the default one when `config.profile_feedback` is on."""
     if config.backend not in templates.backends:
         raise ValueError(
             f"backend {config.backend!r} has no prompt templates; known: {sorted(templates.backends)}"
@@ -398,13 +422,15 @@ def continue_episodes(
             f"trajectories hold different numbers of turns ({sorted(done)}); continue them apart"
         )
     first = done.pop() + 1 if done else 1
+    if config.profile_feedback and profiler is None:
+        profiler = default_profiler(config.backend, config.profile_max_chars)
     submitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kevin-submit")
     try:
         for number in range(first, first + (config.turns if turns is None else turns)):
             active = [t for t in trajectories if not (config.stop_after_correct and t.passed)]
             if not active:
                 break
-            _run_turn(number, active, policy, evaluator, submitter, config, templates, count_tokens)
+            _run_turn(number, active, policy, evaluator, submitter, config, templates, count_tokens, profiler)
     finally:  # a policy that failed half way: its candidates not yet submitted are dropped
         submitter.shutdown(wait=True, cancel_futures=True)
 
@@ -418,6 +444,7 @@ def _run_turn(
     config: EpisodeConfig,
     templates: PromptTemplates,
     count_tokens: Callable[[str], int] | None,
+    profiler: Profiler | None = None,
 ) -> None:
     """Turn `number` of every active trajectory: prompts, completions as they come, each candidate
     queued for `submitter` (one thread calling `evaluator.submit`) as soon as it is parsed, verdicts."""
@@ -459,6 +486,10 @@ def _run_turn(
         item = queued[index]
         pending.append((trajectory.task, item.result() if isinstance(item, Future) else item))
     results = _collect(pending, config.evaluation_timeout_s)
+    if config.profile_feedback and profiler is not None:
+        candidates = [written[index][1].candidate for index in range(len(active))]
+        tasks = [t.task for t in active]
+        results = with_profiles(tasks, candidates, results, profiler, config.profile_max_chars, templates)
     for index, (trajectory, prompt, result) in enumerate(zip(active, prompts, results)):
         generation, parsed = written[index]
         score = reward.score_result(result, correct_bonus=config.correct_bonus)
