@@ -30,9 +30,10 @@ our failure, and it is excluded from training (score None). An evaluator returni
 than an EvalResult is a bug and raises, as do a `submit` that raises itself and a policy that raises
 or gives a prompt no completion, or two.
 
-Profile feedback (`profile_feedback`, off by default): once every verdict of a turn is in (nothing
-is being timed then), each passed kernel's feedback gets a bounded profile summary appended
-(kevin.rl.profiles); verdicts and scores never change.
+Profile feedback (`profile_feedback`, off by default): once every verdict of a turn is in, each
+passed kernel's feedback gets a bounded profile summary appended (kevin.rl.profiles: by default the
+heaviest kernels of the evaluation's own confined trace, so nothing runs again); verdicts and
+scores never change.
 
 This module does not tokenize, apply chat templates, or train; it does not retry failed evaluations.
 """
@@ -51,7 +52,7 @@ from typing import Protocol, TypeVar
 from kevin.evaluator.result import EvalResult
 from kevin.rl import reward
 from kevin.rl.candidate import ParsedCompletion, format_error_result, parse_completion
-from kevin.rl.profiles import MIN_PROFILE_CHARS, Profiler, default_profiler, with_profiles
+from kevin.rl.profiles import MIN_PROFILE_CHARS, Profiler, trace_profiler, with_profiles
 from kevin.rl.prompts import (
     DEFAULT_TEMPLATES,
     Attempt,
@@ -423,7 +424,7 @@ def continue_episodes(
         )
     first = done.pop() + 1 if done else 1
     if config.profile_feedback and profiler is None:
-        profiler = default_profiler(config.backend, config.profile_max_chars)
+        profiler = trace_profiler(config.profile_max_chars)
     submitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kevin-submit")
     try:
         for number in range(first, first + (config.turns if turns is None else turns)):

@@ -239,12 +239,17 @@ def test_library_work_beside_a_token_kernel_is_flagged(task, config):
     assert result.correct and "library_kernels" in result.flags and not result.passed, result.flags
     assert result.checks["trace"]["library_share"] > 0.9, result.checks["trace"]
     assert result.checks["trace"]["traced_calls"] >= 3
+    # the kernel table (profile feedback): ATen's kernels marked the library's, the token one custom
+    whose = {row["whose"] for row in result.checks["trace"]["kernels"]}
+    assert {"library", "custom"} <= whose, result.checks["trace"]["kernels"]
 
 
 def test_an_honest_kernels_trace_has_no_library_work(task, config):
     result = evaluate(task, candidate("scale_relu"), config)
     assert result.passed and result.checks["trace"]["library_share"] < 0.05, result.checks["trace"]
     assert result.checks["trace"]["custom_us"] > 0
+    top = result.checks["trace"]["kernels"][0]
+    assert "scale_relu" in top["name"] and top["whose"] == "custom" and top["us"] > 0, top
 
 
 def test_wrong_cuda_candidate(task, config):

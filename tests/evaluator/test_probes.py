@@ -240,3 +240,36 @@ def test_a_thread_that_ended_does_not_hide_one_the_candidate_started():
     # A tool thread replaced by one of the same name (a profiling session's own) is not the candidate's.
     churned = {101: "python", 102: "pt_main_thread", 300: "kineto"}
     assert thread_changes(before, churned)["started"] == []
+
+
+def test_the_kernel_table_names_each_kernel_once_with_whose_it_is():
+    """For the profile feedback (kevin.rl.profiles): every device kernel by name, launches and time,
+    library work marked, the orphan kernel the candidate's, copies allowed."""
+    events = _library_gemm_with_token_kernel() + _paired([_kernel("triton_poi_fused", _host(77, "(never listed)"), 12.0)])
+    found = probes.attribute_device(events)
+    table = {(row["name"], row["whose"]): (row["launches"], row["us"]) for row in probes.kernel_table(found)}
+    assert table == {
+        ("sm90_xmma_gemm_f32f32", "library"): (1, 100.0),
+        ("Memcpy DtoD (Device -> Device)", "allowed"): (1, 50.0),
+        ("triton_poi_fused", "custom"): (1, 12.0),
+        ("token_kernel", "custom"): (1, 5.0),
+        ("vectorized_elementwise_kernel", "allowed"): (1, 2.0),
+    }
+    assert [row["us"] for row in probes.kernel_table(found)] == [100.0, 50.0, 12.0, 5.0, 2.0]  # heaviest first
+
+
+def test_the_judge_keeps_only_well_formed_kernel_rows_from_the_runner():
+    rows = [
+        {"name": "k" * 500, "whose": "custom", "launches": 2, "us": 10.5},
+        {"name": "x", "whose": "mine", "launches": 1, "us": 1.0},  # not a known owner
+        {"name": "y", "whose": "library", "launches": float("nan"), "us": 1.0},
+        {"name": "z", "whose": "library", "launches": 1, "us": -1.0},
+        {"name": 3, "whose": "custom", "launches": 1, "us": 1.0},
+        {"name": "w", "whose": "custom", "launches": True, "us": 1.0},
+        "not a row",
+    ] + [{"name": f"n{i}", "whose": "custom", "launches": 1, "us": 1.0} for i in range(20)]
+    clean = probes.clean_kernel_table(rows)
+    assert clean[0] == {"name": "k" * probes.KERNEL_NAME_CHARS, "whose": "custom", "launches": 2.0, "us": 10.5}
+    assert [row["name"] for row in clean[1:]] == ["n0"]  # the other rows of the first KERNELS_REPORTED: junk
+    assert probes.clean_kernel_table({"kernels": 1}) == [] and probes.clean_kernel_table(None) == []
+    assert len(probes.clean_kernel_table(rows[7:])) == probes.KERNELS_REPORTED

@@ -9,7 +9,7 @@ import pytest
 
 from kevin.evaluator.result import EvalResult
 from kevin.rl.env import EpisodeConfig, ScriptedPolicy, ThreadPoolEvaluator, run_episodes
-from kevin.rl.profiles import with_profiles
+from kevin.rl.profiles import trace_summary, with_profiles
 from kevin.tasks import Task
 
 TASK = Task.from_source("class Model:\n    pass  # task\n", id="bundled/p", name="p")
@@ -30,7 +30,7 @@ class FakeProfiler:
         self.text, self.fail = text, fail
         self.calls: list[str] = []
 
-    def __call__(self, task: Task, source: str) -> str:
+    def __call__(self, task: Task, source: str, result: EvalResult) -> str:
         self.calls.append(source)
         if self.fail:
             raise RuntimeError("ncu exploded")
@@ -101,7 +101,7 @@ def test_the_summary_is_bounded_and_a_failing_profiler_adds_nothing():
 
 def test_an_empty_feedback_is_filled_before_the_profile():
     result = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.5)
-    (out,) = with_profiles([TASK], ["src"], [result], lambda task, source: "Profile: hot.", 200)
+    (out,) = with_profiles([TASK], ["src"], [result], lambda task, source, verdict: "Profile: hot.", 200)
     assert out.feedback.endswith("\n\nProfile: hot.") and "1.5" in out.feedback
     assert result.feedback == ""  # a copy: the evaluator's result is untouched
 
@@ -109,3 +109,58 @@ def test_an_empty_feedback_is_filled_before_the_profile():
 def test_the_budget_is_checked_up_front():
     with pytest.raises(ValueError, match="profile_max_chars must be at least"):
         EpisodeConfig(profile_max_chars=10)
+
+
+TRACED = {
+    "trace": {
+        "traced_calls": 4,
+        "library_share": 0.1,
+        "kernels": [
+            {"name": "void fused_gelu<float>(float const*, float*, long)", "whose": "custom", "launches": 4.0, "us": 400.0},
+            {"name": "sm90_xmma_gemm_f32f32", "whose": "library", "launches": 4.0, "us": 40.0},
+        ],
+    }
+}
+
+
+def traced_evaluate(task: Task, source: str) -> EvalResult:
+    result = fake_evaluate(task, source)
+    return dataclasses.replace(result, checks=TRACED, backend="cuda", device="cuda:0")
+
+
+def test_by_default_the_summary_is_the_evaluations_own_trace_and_nothing_runs_again():
+    """No profiler given: the kernels the judge's confined trace kept (checks.trace.kernels), per
+    forward, the library's marked; a verdict without a kernel table gets nothing."""
+    answers = iter([kernel("FAST"), kernel("WRONG")])
+    policy = ScriptedPolicy(lambda prompt: next(answers))
+    config = EpisodeConfig(trajectories=2, turns=1, backend="cuda", profile_feedback=True)
+    with ThreadPoolEvaluator(traced_evaluate, max_workers=2) as evaluator:
+        (fast, wrong) = run_episodes([TASK], policy, evaluator, config)
+    feedback = fast.turns[0].result.feedback
+    assert feedback.startswith("correct, 2.0x\n\nProfile (the evaluator's trace, 4 forward calls): ")
+    assert "8 launches of 2 kernels, 110 us GPU time per forward" in feedback, feedback
+    assert "1. fused_gelu<float>: 1 launch per forward, 100 us each, 91% of GPU time" in feedback
+    assert "2. sm90_xmma_gemm_f32f32 (library): 1 launch per forward, 10 us each" in feedback
+    assert wrong.turns[0].result.feedback == "wrong output"
+    untraced = EvalResult(stage="ok", compiled=True, correct=True, speedup=2.0, feedback="ok")
+    assert trace_summary(untraced, 600) == ""
+    assert len(trace_summary(traced_evaluate(TASK, "FAST"), 100)) <= 100
+
+
+@pytest.mark.slow
+def test_a_real_cpp_evaluation_carries_the_kernel_table_its_summary_reads():
+    """The bundled cpp GELU through the real evaluator: its confined trace names the extension's
+    own function, and the summary reads it (the CUDA path is the same table, of device kernels)."""
+    from pathlib import Path
+
+    from kevin.evaluator.evaluate import EvalConfig, evaluate
+    from kevin.tasks import bundled_dir, load_bundled
+
+    task = next(t for t in load_bundled() if t.name.endswith("gelu_tanh"))
+    source = (Path(bundled_dir()).parent / "cpp" / "01_gelu_tanh.py").read_text()
+    result = evaluate(task, source, EvalConfig(backend="cpp"))
+    assert result.passed, result.error
+    rows = result.checks["trace"]["kernels"]
+    assert rows[0]["name"] == "gelu_tanh" and rows[0]["whose"] == "custom" and rows[0]["us"] > 0
+    text = trace_summary(result, 600)
+    assert "CPU time per forward" in text and "1. gelu_tanh: 1 call per forward" in text, text

@@ -293,8 +293,9 @@ def profile(
 def feedback_profiler(
     backend: str, max_chars: int, cache_dir: str | None = None
 ) -> Callable[[str, str], str]:
-    """`(problem_source, candidate_source) -> summary` for the RL environment's feedback: "" when
-    profiling failed (the feedback then says nothing about it), holding kevin's device lock
+    """`(problem_source, candidate_source) -> summary` for the RL environment's feedback when the
+    policy's kernels are trusted (kevin.rl.profiles.external_profiler: the child is not confined):
+    "" when profiling failed (the feedback then says nothing about it), holding kevin's device lock
     (default lock folder and slots: the `kevin eval` defaults) around the child."""
     config = ProfileConfig(backend=backend, max_chars=max_chars, cache_dir=cache_dir)
     lock = device_lock(EvalConfig(backend=backend))

@@ -140,6 +140,9 @@ class TrialsStage:
             for k in ("library_share", "library_ops_us", "custom_us", "traced_calls", "side_streams")
             if k in trace
         }
+        kernels = probes.clean_kernel_table(trace.get("kernels"))
+        if kernels:  # for the profile feedback (kevin.rl.profiles), never for a check
+            self.trace["kernels"] = kernels
 
 
 RUNNER_FLAGS = ("inputs_mutated", "tensor_subclass", "deferred_write")
