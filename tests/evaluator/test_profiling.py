@@ -1,8 +1,8 @@
 """Profiler feedback (kevin.evaluator.profiling): ncu's CSV parsed, reduced by hand-checked numbers,
 bounded; the command lines; the torch.profiler fallback on CPU; `kevin profile`'s bad-input exits.
 
-The ncu report here is hand-made in ncu's documented raw-page layout (tests/data/profile/README.md);
-no test in this file needs a GPU or ncu."""
+Two ncu reports are real (the H200, session 11), one is hand-made in ncu's raw-page layout for
+round numbers (tests/data/profile/README.md); no test in this file needs a GPU or ncu."""
 
 from __future__ import annotations
 
@@ -66,6 +66,25 @@ Profile (ncu, 3 forward calls): 6 launches of 2 kernels, 18.3 us GPU time per fo
 
 def handmade_kernels() -> list[summary.KernelStats]:
     return summary.aggregate(ncu.parse_csv(HANDMADE.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("report", "kernel", "ns", "reading"),
+    [("ncu_raw_h200_gelu.csv", "gelu_tanh_vec4_kernel", 126e3, "memory-bound"),
+     ("ncu_raw_h200_matmul.csv", "matmul_kernel", 4.22e6, "compute-bound")],
+)  # fmt: skip
+def test_a_real_h200_report_gives_every_line_of_the_summary(report, kernel, ns, reading):
+    """ncu 2025.3.1's own raw page: 3 launches of one kernel, and every metric the summary reads is
+    there (DRAM and SM throughput, bandwidth, occupancy with its limiter, launch shape, stalls)."""
+    (stats,) = summary.aggregate(ncu.parse_csv((DATA / report).read_text()))
+    assert stats.name == kernel and stats.launches == 3
+    assert stats.total_ns / 3 == pytest.approx(ns, rel=0.01)
+    assert stats.block_size == "(256, 1, 1)" and stats.grid_size
+    for metric in (ncu.DRAM_PCT, ncu.DRAM_BYTES_PER_S, ncu.SM_PCT, ncu.ACHIEVED_OCCUPANCY_PCT, ncu.THEORETICAL_OCCUPANCY_PCT):
+        assert metric in stats.metrics, metric
+    assert summary.occupancy_limiters(stats.metrics) and len(summary.stall_shares(stats.metrics)) >= 3
+    text = summary.summarize([stats], tool="ncu", forward_calls=3, max_chars=1200)
+    assert len(text.splitlines()) == 5 and f"-> {reading}" in text and "top stalls: " in text, text
 
 
 def test_the_raw_page_parses_into_launches_in_base_units():
