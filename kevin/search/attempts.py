@@ -280,8 +280,10 @@ def write_report(
     result: Sequence[str],
     verification: Sequence[Mapping[str, Any]],
     kept: Mapping[int, Sequence[int]],
+    appendix: Sequence[str] = (),
 ) -> tuple[Path, Path | None]:
-    """report.md and report.png (when matplotlib is installed and there is an attempt to draw)."""
+    """report.md and report.png (when matplotlib is installed and there is an attempt to draw);
+    `appendix`: markdown lines after the rest."""
     png = plot_attempts(rows, out_dir / REPORT_PNG, title=title) if rows else None
     path = out_dir / REPORT_MD
     text = markdown(
@@ -293,5 +295,7 @@ def write_report(
         kept=kept,
         plot=png.name if png else None,
     )
+    if appendix:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(appendix).rstrip("\n") + "\n"
     path.write_text(text, encoding="utf-8")
     return path, png

@@ -279,6 +279,7 @@ def _policy_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _run_optimize(args: argparse.Namespace) -> int:
+    from kevin.search.breakdown import reference_profiler
     from kevin.search.optimize import OptimizeConfig, run_optimize
     from kevin.search.shapes import parse_shapes
     from kevin.search.wrap import verify_inputs_shapes
@@ -333,6 +334,7 @@ def _run_optimize(args: argparse.Namespace) -> int:
             describe={"policy": policy_description, "evaluator": evaluator_description},
             command=shlex.join(command),
             out=_print,
+            profile_reference=None if args.no_profile else reference_profiler(eval_config.backend, eval_config.cache_dir),
         )
     if args.class_name:  # the problem kevin made of the class, as the evaluator saw it
         (out_dir / f"{module.stem}_problem.py").write_text(task.source, encoding="utf-8")
@@ -447,6 +449,11 @@ def _register_optimize(subparsers) -> None:
         "--out",
         metavar="DIR",
         help="output directory (default <stem>_kevin/ beside MODULE.py); reuse it to resume",
+    )
+    parser.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="leave the report's 'Where the time went' out (it profiles the module's Model once)",
     )
     parser.set_defaults(run=_run_optimize)
 

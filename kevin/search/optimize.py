@@ -53,7 +53,7 @@ from kevin.evaluator.result import EvalResult
 from kevin.rl.env import EpisodeConfig, Evaluator, Policy
 from kevin.rl.episodes import EPISODES_FILE
 from kevin.rl.replay import describe_key
-from kevin.search import attempts, beam
+from kevin.search import attempts, beam, breakdown
 from kevin.search.rundir import CONFIG_FILE, check_same_run, read_rows, write_config, write_rows
 from kevin.search.shapes import reshape_source, shapes_label
 from kevin.tasks import Task, load_file
@@ -238,12 +238,15 @@ def run_optimize(
     describe: Mapping[str, Any] | None = None,
     command: str = "",
     out: Callable[[str], None] = print,
+    profile_reference: Callable[[Task], breakdown.Kernels | str] | None = None,
 ) -> OptimizeOutcome:
     """Search what is not done yet, re-verify the winner, write every file (module docstring).
 
     `verify(task, source)` evaluates one kernel again with a fresh seed; `describe` holds JSON-able
     descriptions of the policy and evaluator (keys `policy`, `evaluator`) for config.json, and a
-    resume must describe them the same way; `stem` names the drop-in (`<stem>_kevin.py`)."""
+    resume must describe them the same way; `stem` names the drop-in (`<stem>_kevin.py`);
+    `profile_reference(task)` gives the baseline's kernels for the report's "Where the time went"
+    (kevin.search.breakdown; None: the section is left out)."""
     checks = [("fresh seed", task)]
     for values in shapes:  # refused here, before any work, when a name is not a constant
         label = shapes_label(values)
@@ -296,7 +299,13 @@ def run_optimize(
         reason = _no_winner_reason(all_rows, verification)
     out(("winner: " if winner is not None else "no winner: ") + reason)
 
-    written = _write_report(out_dir, task, config, all_rows, winner, reason, verification, dropin, command)
+    if winner is not None and profile_reference is not None:
+        out("profiling the baseline for the report")
+    reference, winner_kernels = breakdown.for_winner(winner, task, profile_reference)
+    written = _write_report(
+        out_dir, task, config, all_rows, winner, reason, verification, dropin, command,
+        time_split=(reference, winner_kernels) if winner is not None and profile_reference is not None else None,
+    )  # fmt: skip
     out(f"written in {out_dir}: {', '.join(written)}")
     return OptimizeOutcome(
         out_dir,
@@ -361,6 +370,7 @@ def _write_report(
     verification: list[dict[str, Any]],
     dropin: Path,
     command: str,
+    time_split: tuple[breakdown.Kernels | str | None, breakdown.Kernels | None] | None = None,
 ) -> list[str]:
     """report.md, report.png and result.json; the names of every file the run leaves."""
     by_turn: dict[int, list[Mapping[str, Any]]] = {}
@@ -384,6 +394,7 @@ def _write_report(
         kept={turn: _beam_keeps(turn_rows, config) for turn, turn_rows in by_turn.items()}
         if config.beam
         else {},
+        appendix=breakdown.markdown(*time_split, on_gpu=config.backend in ("cuda", "triton")) if time_split else (),
     )
     summary = None
     if winner is not None:
@@ -394,6 +405,8 @@ def _write_report(
             "file": dropin.name,
         }
     result = {"winner": summary, "reason": reason, "verification": verification, "command": command}
+    if time_split:
+        result["where_the_time_went"] = breakdown.record(*time_split)
     (out_dir / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     written = [dropin.name] if winner is not None else []
     return written + [report_path.name, *([png.name] if png else []), EPISODES_FILE, CONFIG_FILE, RESULT_FILE]

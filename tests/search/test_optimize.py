@@ -469,3 +469,56 @@ def test_a_transformers_model_as_the_policy(module, tmp_path, capsys):
     # Sampling may draw the end token within 8 tokens (a flake seen in session 10): either way, no code.
     assert len(rows) == 2 and all(r["finish_reason"] in ("length", "stop") and r["candidate"] is None for r in rows)
     assert json.loads((tmp_path / "out" / "config.json").read_text())["policy"]["kind"] == "hf"
+
+
+class TracedVerdicts(FixedVerdicts):
+    """Passed verdicts carry the kernel table the evaluator's trace keeps (checks.trace.kernels)."""
+
+    def submit(self, task: Task, source: str) -> Future[EvalResult]:
+        future = super().submit(task, source)
+        result = future.result()
+        if result.passed:
+            trace = {
+                "traced_calls": 4,
+                "kernels": [
+                    {"name": "void fused_kernel<float>(float const*, float*, long)", "whose": "custom", "launches": 4.0, "us": 40.0},
+                    {"name": "Memcpy DtoD (Device -> Device)", "whose": "allowed", "launches": 4.0, "us": 8.0},
+                ],
+            }
+            future = Future()
+            future.set_result(EvalResult(**{**result.to_dict(), "checks": {"trace": trace}}))
+        return future
+
+
+def test_the_report_says_where_the_time_went_for_the_baseline_and_the_winner(module, tmp_path):
+    """#17 item 4: the winner's kernels from its verdict's trace, the baseline's from profiling the
+    module's Model; result.json holds both."""
+    plan = {(0, 1): "ok 1.5", (1, 1): "wrong"}
+    asked: list[str] = []
+
+    def profile_reference(task: Task):
+        asked.append(task.id)
+        return [{"name": "aten::mul", "whose": "library", "launches": 1.0, "us": 30.0},
+                {"name": "aten::add", "whose": "library", "launches": 1.0, "us": 10.0}]  # fmt: skip
+
+    config = OptimizeConfig(trajectories=2, turns=1)
+    optimize(module, tmp_path / "out", plan, evaluator=TracedVerdicts(), config=config, profile_reference=profile_reference)
+    assert asked == ["model"]  # once, for the module
+    report = (tmp_path / "out" / "report.md").read_text()
+    section = report[report.index("## Where the time went") :]
+    assert "| `aten::mul` | library | 1 | 30.0 | 75% |" in section
+    assert "| `fused_kernel<float>` | custom | 1 | 10.0 | 83% |" in section  # 40 us over 4 traced calls
+    assert "| `Memcpy DtoD` | allowed | 1 | 2.0 | 17% |" in section
+    where = json.loads((tmp_path / "out" / "result.json").read_text())["where_the_time_went"]
+    assert where["reference"][0]["name"] == "aten::mul" and where["winner"][0]["us"] == 10.0
+
+    def broken(task: Task):
+        raise RuntimeError("no profiler today")
+
+    optimize(module, tmp_path / "out2", plan, evaluator=FixedVerdicts(), config=config, profile_reference=broken)
+    report = (tmp_path / "out2" / "report.md").read_text()
+    assert "the baseline could not be profiled: RuntimeError: no profiler today" in report
+    assert "No kernel table (the verdict holds no trace)." in report  # the winner's verdict had none
+
+    optimize(module, tmp_path / "out3", {(0, 1): "wrong", (1, 1): "wrong"}, config=config, profile_reference=broken)
+    assert "Where the time went" not in (tmp_path / "out3" / "report.md").read_text()  # no winner

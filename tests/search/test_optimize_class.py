@@ -194,3 +194,9 @@ def test_a_class_is_optimised_and_verified_at_other_inputs_by_the_real_evaluator
     result = json.loads((out_dir / "result.json").read_text())
     checks = [check["label"] for kernel in result["verification"] for check in kernel["checks"]]
     assert any("16, 333" in label for label in checks), textwrap.shorten(json.dumps(result), 600)
+    # where the time went (#17 item 4): the eager chain of ATen ops against the one extension call
+    where = result["where_the_time_went"]
+    assert {row["name"] for row in where["reference"]} >= {"aten::tanh", "aten::pow"}, where
+    assert where["winner"][0]["name"] == "gelu_tanh" and where["winner"][0]["whose"] == "custom"
+    report = (out_dir / "report.md").read_text()
+    assert "## Where the time went" in report and "| `gelu_tanh` | custom | 1 |" in report
