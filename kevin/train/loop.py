@@ -34,11 +34,12 @@ not overlap (no asynchronous off-policy data beyond the second gradient step).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from kevin.rl.env import EpisodeConfig, run_episodes
@@ -177,8 +178,36 @@ def _push_weights(run: Run, step: int) -> None:
 # Held-out evaluation, checkpoints, the step line
 
 
+HELDOUT_SEED = 0x4E1D
+"""Added to loop.seed for held-out sampling (`heldout_rng`)."""
+
+
+@contextlib.contextmanager
+def heldout_rng(run: Run) -> Iterator[None]:
+    """Held-out sampling from the same seed at every evaluation, on a fork of torch's generators.
+
+    Every held-out evaluation of a policy draws the same random numbers (common random numbers):
+    two evaluations of one policy write the same completions, so a change between evaluations is the
+    policy's, not the sampler's luck (8 tasks x a few samples are otherwise too noisy to show
+    learning). The fork leaves the training stream as it was: a run's training samples do not
+    depend on when or whether it evaluates (and a resumed launch that skips an evaluation stays
+    exact). Ranks seed apart, as they sample different prompts. Applies to samplers drawing from
+    torch's generators (the hf policy); an HTTP server samples with its own."""
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(run.config.loop.seed + HELDOUT_SEED + run.context.rank)
+        yield
+
+
 def evaluate_heldout(run: Run, step: int) -> dict[str, float]:
     """The paper's metrics on the held-out tasks (rows appended to heldout.jsonl)."""
+    with heldout_rng(run):
+        return _evaluate_heldout(run, step)
+
+
+def _evaluate_heldout(run: Run, step: int) -> dict[str, float]:
     from kevin.rl.metrics import compute_metrics
 
     if not run.context.is_main:

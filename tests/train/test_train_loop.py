@@ -288,3 +288,30 @@ def test_resume_refuses_a_changed_config_and_new_runs_refuse_an_old_directory(tm
         run(tmp_path, changed, resume=True)
     with pytest.raises(UsageError, match="no checkpoint|config.json"):
         run(tmp_path, config, "empty", resume=True)
+
+
+def test_heldout_sampling_draws_the_same_numbers_every_time_and_leaves_training_alone(tmp_path):
+    """Common random numbers: with lr 1e-30 the policy does not change, so every held-out evaluation writes
+    the same completions; and a run's training samples are the same with or without evaluations."""
+    shape = {"steps": 3, "eval_every": 1, "eval_at_start": True, "split": "seeded", "eval_trajectories": 2, "eval_turns": 1}
+    common = {
+        "tasks": tasks(10),
+        "policy_factory": lambda r: RewritingPolicy(default_policy(r)),  # real sampling: RNG matters
+        "evaluator_factory": lambda r: FakeEvaluator(verdict),
+    }
+    frozen = tiny_config(loop=shape, optim={"lr": 1e-30}, rollout={"tasks_per_step": 1})
+    run(tmp_path, frozen, "frozen", **common)
+    heldout = read_episodes(tmp_path / "frozen" / "heldout.jsonl")
+    by_step: dict[int, list] = {}
+    for row in heldout:
+        by_step.setdefault(row["step"], []).append((row["task"], row["trajectory"], row["completion"]))
+    assert sorted(by_step) == [0, 1, 2, 3]
+    assert by_step[0] == by_step[1] == by_step[2] == by_step[3]
+    # the two samples of a task still differ from each other (a fixed seed, not one fixed sample)
+    assert len({completion for _, _, completion in by_step[0]}) > 1
+
+    learning = tiny_config(loop=shape, rollout={"tasks_per_step": 1})
+    quiet_run = tiny_config(loop={**shape, "eval_every": 0}, rollout={"tasks_per_step": 1})
+    run(tmp_path, learning, "evaluated", **common)
+    run(tmp_path, quiet_run, "not_evaluated", **common)
+    assert read_episodes(tmp_path / "evaluated") == read_episodes(tmp_path / "not_evaluated")
