@@ -294,29 +294,36 @@ def _out_of_time(run: Run, started: float, needed_s: float) -> bool:
     return bool(run.context.broadcast(over))
 
 
-def _timing_so_far(run: Run) -> tuple[float, float]:
-    """(last held-out evaluation's seconds, longest step's seconds) of the launches before this one,
-    from the run's metrics (restored runs only: a new run has none), so that a resumed launch guards
-    its first step as the earlier launch guarded its later ones."""
+RECENT_STEPS = 4
+"""The time guard expects the next step to take as long as the longest of the last RECENT_STEPS:
+the all-time longest is a launch's cold first step (2x a warm one on the H200, s11), which would end
+a long run minutes early."""
+
+
+def _timing_so_far(run: Run) -> tuple[float, list[float]]:
+    """(last held-out evaluation's seconds, the last RECENT_STEPS steps' seconds) of the launches
+    before this one, from the run's metrics (restored runs only: a new run has none), so that a
+    resumed launch guards its first step as the earlier launch guarded its later ones."""
     path = run.run_dir / METRICS_FILE
     rows = [row for row in read_jsonl(path) if row.get("step", 0) <= run.step]
     heldout = [row["time/heldout_s"] for row in rows if "time/heldout_s" in row]
     steps = [row["time/step_s"] for row in rows if "time/step_s" in row]
-    return (heldout[-1] if heldout else 0.0), max(steps, default=0.0)
+    return (heldout[-1] if heldout else 0.0), steps[-RECENT_STEPS:]
 
 
 def run_loop(run: Run) -> RunResult:
     """Steps from the one after the restored checkpoint to the end of this launch.
 
     With loop.time_limit_s, the launch ends early at the first step after which another step (as
-    long as the longest so far) plus a held-out evaluation would pass the limit: that step is
+    long as the longest of the last RECENT_STEPS) plus a held-out evaluation would pass the limit: that step is
     evaluated and checkpointed as a last step is, and `stopped_by` says so. A launch whose first step
     and evaluation would already pass it (timed by the held-out evaluation at its start, or by the
     earlier launches' metrics) takes no step."""
     loop = run.config.loop
     started = time.monotonic()
     last = loop.steps if loop.stop_after_steps is None else min(loop.steps, run.step + loop.stop_after_steps)
-    heldout_s, longest_step_s = _timing_so_far(run)
+    heldout_s, recent_steps = _timing_so_far(run)
+    longest_step_s = max(recent_steps, default=0.0)
     # heldout_s at step 0 means an earlier launch evaluated the start and stopped there: not again.
     if run.step == 0 and loop.eval_at_start and loop.eval_every and not heldout_s:
         metrics = evaluate_heldout(run, 0)
@@ -346,7 +353,8 @@ def run_loop(run: Run) -> RunResult:
     for step in range(run.step + 1, last + 1):
         metrics = train_step(run, step)
         run.step = step
-        longest_step_s = max(longest_step_s, metrics.get("time/step_s", 0.0))
+        recent_steps = [*recent_steps, metrics.get("time/step_s", 0.0)][-RECENT_STEPS:]
+        longest_step_s = max(recent_steps)
         timed_out = step < last and _out_of_time(run, started, longest_step_s + heldout_s)
         if loop.eval_every and (step % loop.eval_every == 0 or step == loop.steps or timed_out):
             metrics.update(evaluate_heldout(run, step))

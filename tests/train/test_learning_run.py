@@ -207,3 +207,38 @@ def test_toy_dry_run_with_the_real_cpp_back_end(tmp_path):
             assert EvalResult.from_dict(row["verdict"]).passed, row["verdict"]["error"]
     record = json.loads((out / "metrics.json").read_text())
     assert record["corpus_average"]["variants"] == 4 and record["after"] is not None
+
+
+class ColdStartPolicy(CyclingPolicy):
+    """The first step's sampling is slow (a cold start: 6 s), every later one quick."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def generate(self, prompts, sampling):
+        self.calls += 1
+        time.sleep(6.0 if self.calls == 1 else 0.05)
+        return super().generate(prompts, sampling)
+
+
+def test_a_cold_first_step_does_not_end_a_long_launch_early(tmp_path):
+    """The H200 (s11): a launch's first step took 2x a warm one, and guarding every later step with
+    it stopped launches 100-170 s early. The guard takes the longest of the last RECENT_STEPS: once
+    the cold step is out of that window, steps go on until a warm step and the final evaluation fit."""
+    config = tiny_config(
+        rollout={"tasks_per_step": 1, "trajectories": 2, "turns": 1},
+        loop={"steps": 200, "split": "seeded", "eval_every": 1000, "time_limit_s": 20.0},
+    )
+    result = train(
+        config,
+        tmp_path / "run",
+        tasks=tasks(10, levels=(1,)),
+        policy_factory=lambda run: ColdStartPolicy(),
+        evaluator_factory=lambda run: FakeEvaluator(),
+        out=lambda line: None,
+    )
+    assert "loop.time_limit_s=20" in result.stopped_by
+    steps = [row.get("time/step_s", 0.0) for row in result.history]
+    # guarded by the cold step the run would stop once 20 s less that step (> 6 s) had passed
+    assert steps[0] > 6.0 and sum(steps) > 20.0 - steps[0] + 3.0, [round(s, 2) for s in steps]
