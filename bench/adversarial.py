@@ -28,6 +28,13 @@ starts from the baselines the honest runs wrote). Limits are scaled to a 2-core 
 Corpus files name their shared C++ as @@file.cpp@@ (bench/adversarial/cpp/); `render()` pastes it
 in, so one build serves many candidates. `--render NAME` prints a rendered candidate for `kevin eval`.
 
+Lanes (`--lanes N`): N candidates at once, each evaluation timing its baseline afresh and writing
+none (`baseline_cache=False`: the same verdict as the first of its task), the device lock ordering
+their timings as in any batch; side effects are read once the lanes are done, and if any is found
+every lane candidate runs again alone. The candidates whose point is a side effect or the baseline
+cache (`needs_solo`) always run alone, after the lanes, as before. On the H200 one at a time costs
+~50 s a candidate (the CUDA table's 54 entries: 45 min of device time).
+
 Usage:  python bench/adversarial.py --backend cpp --out bench/results      (about 15 min on 2 cores)
 Writes adversarial_cpu.md and .json (adversarial_cuda.* for --backend cuda) under --out; the report's
 tables and markdown are rendered by bench/adversarial_report.py. This module stays over 500 lines
@@ -51,6 +58,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterator
@@ -93,6 +101,8 @@ LIMITS = Limits(
     host_memory_bytes=4 * 2**30,
 )
 PLACEHOLDER = re.compile(r"@@([\w.]+)@@")
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
@@ -249,6 +259,12 @@ class Runs:
                     shutil.copy(path, baselines / path.name)
             yield self.cache
 
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[Path]:
+        """The cache as it is, no lock: for a lane of the parallel phase (`--lanes`), whose runs use
+        no baseline cache at all (each times its baseline afresh, as the first of its task would)."""
+        yield self.cache
+
     def keep_baselines(self) -> None:
         for path in (self.cache / "baselines").glob("*.json"):
             shutil.copy(path, self.cache / "seed-baselines" / path.name)
@@ -286,18 +302,25 @@ def _headline(error: str) -> str:
     return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:160]
 
 
-def run_kevin(entry: Entry, source: str, runs: Runs, lock_dir: Path, **changes: Any) -> dict[str, Any]:
-    """One kevin evaluation from an empty baseline cache; `changes` override EvalConfig fields."""
+def run_kevin(
+    entry: Entry, source: str, runs: Runs, lock_dir: Path, shared: bool = False, **changes: Any
+) -> dict[str, Any]:
+    """One kevin evaluation from an empty baseline cache (`shared`: with none, in a lane of the
+    parallel phase, whose side effects are read once the phase is over); `changes` override
+    EvalConfig fields."""
     task = problem_task(entry.problem)
-    with runs.fresh(seeded=entry.seeded_cache) as root:
+    if shared:
+        changes = {**changes, "baseline_cache": False}
+    with runs.shared() if shared else runs.fresh(seeded=entry.seeded_cache) as root:
         before = _baselines(root)
-        clear_side_effects()
+        if not shared:
+            clear_side_effects()
         started = time.monotonic()
         result = evaluate(task, source, kevin_config(entry.backend, root, lock_dir, **changes))
         summary = result_summary(result)
         summary["wall_s"] = round(time.monotonic() - started, 2)
-        summary["side_effects"] = side_effects(before, root)
-        if entry.honest and result.passed:
+        summary["side_effects"] = {} if shared else side_effects(before, root)
+        if entry.honest and result.passed and not shared:
             runs.keep_baselines()
         if entry.twin and result.passed:
             twin = parse_entry(CORPUS / f"{entry.twin}.py")
@@ -326,17 +349,68 @@ def _device_alone(backend: str) -> Iterator[None]:
         yield
 
 
-def run_naive(entry: Entry, source: str, runs: Runs, timeout_s: float) -> dict[str, Any]:
+def run_naive(
+    entry: Entry, source: str, runs: Runs, timeout_s: float, shared: bool = False
+) -> dict[str, Any]:
     task = problem_task(entry.problem)
     device = "cpu" if entry.backend == "cpp" else "cuda"
-    with runs.fresh() as root, _device_alone(entry.backend):
+    with runs.shared() if shared else runs.fresh() as root, _device_alone(entry.backend):
         before = _baselines(root)
-        clear_side_effects()
+        if not shared:
+            clear_side_effects()
         verdict = naive_eval(
             task.source, source, device, timeout_s=timeout_s, build_cache=str(root / "builds")
         )
-        verdict["side_effects"] = side_effects(before, root)
+        verdict["side_effects"] = {} if shared else side_effects(before, root)
     return verdict
+
+
+def run_entry(
+    entry: Entry, runs: Runs, lock_dir: Path, args: argparse.Namespace, shared: bool = False, **changes: Any
+) -> dict[str, Any]:
+    """One corpus entry's row: the naive harness, kevin with the gate, kevin's dynamic checks alone
+    (`changes` override EvalConfig fields, as in run_kevin)."""
+    source = render(entry.path)
+    row: dict[str, Any] = {"candidate": entry.name, "family": entry.family, "problem": entry.problem}
+    row["naive"] = run_naive(entry, source, runs, args.naive_timeout_s, shared=shared)
+    row["naive_verdict"] = naive_fooled(entry, row["naive"])
+    row["kevin"] = run_kevin(entry, source, runs, lock_dir, shared=shared, **{**changes, "static_check": True})
+    # A candidate the gate accepts goes through exactly the dynamic-only path: one run serves both.
+    rejected_by_gate = row["kevin"]["stage"] == "static_check"
+    row["kevin_dynamic"] = (
+        run_kevin(entry, source, runs, lock_dir, shared=shared, **{**changes, "static_check": False})
+        if rejected_by_gate
+        else row["kevin"]
+    )
+    row["outcome_default"] = outcome(entry, row["kevin"])
+    row["outcome_dynamic_only"] = outcome(entry, row["kevin_dynamic"])
+    unmet = (entry.expect.unmet(row["kevin"], True), entry.expect.unmet(row["kevin_dynamic"], False))
+    row["expect_unmet"] = "; ".join(dict.fromkeys(u for u in unmet if u))
+    row["lane"] = shared
+    return row
+
+
+def print_row(row: dict[str, Any]) -> None:
+    print(
+        f"{row['candidate']:34s} naive={row['naive_verdict']:8s} kevin={kevin_cell(row['kevin'])[:70]} "
+        f"-> {row['outcome_default']}/{row['outcome_dynamic_only']}",
+        flush=True,
+    )
+    if row["outcome_dynamic_only"] != row["outcome_default"]:
+        print(f"{'':34s} dynamic only: {kevin_cell(row['kevin_dynamic'])[:160]}", flush=True)
+    if row["expect_unmet"]:
+        print(f"{'':34s} not as its Expect line says: {row['expect_unmet']}", flush=True)
+
+
+def needs_solo(entry: Entry, entries: list[Entry]) -> bool:
+    """Runs alone, after the lanes (`--lanes`): a candidate whose point is what it leaves behind
+    (it names the daemon folder or the outside marker, or has a Follow-up run in the same cache), one
+    that starts from seeded baselines, and the honest ones whose passing run seeds those."""
+    text = render(entry.path)
+    if entry.follow_up or entry.seeded_cache or DAEMON_DIR.name in text or OUTSIDE_MARKER.name in text:
+        return True
+    seeded_problems = {e.problem for e in entries if e.seeded_cache}
+    return entry.honest and entry.problem in seeded_problems
 
 
 def outcome(entry: Entry, kevin: dict[str, Any]) -> str:
@@ -492,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=None, help="build and baseline cache (default: default_cache())")
     parser.add_argument("--only", default="*", help="globs over candidate names, comma-separated")
     parser.add_argument("--jobs", type=int, default=2, help="parallel prebuilds")
+    parser.add_argument(
+        "--lanes",
+        type=int,
+        default=1,
+        help="candidates evaluated at once (default 1: one at a time); with more, the ones whose point "
+        "is a side effect or the baseline cache still run alone, after the others (needs_solo)",
+    )
     parser.add_argument("--naive-timeout-s", type=float, default=60.0)
     parser.add_argument("--no-cost", action="store_true", help="skip the cost measurements")
     parser.add_argument("--render", metavar="NAME", help="print one rendered candidate and exit")
@@ -517,37 +598,44 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + line, flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = {"cpp": "adversarial_cpu", "cuda": "adversarial_cuda", "triton": "adversarial_triton"}[args.backend]
+    stem = {"cpp": "adversarial_cpu", "cuda": "adversarial_cuda", "triton": "adversarial_triton"}[
+        args.backend
+    ]
     partial = out / f"{stem}_rows.jsonl"  # one line per candidate as it finishes: kept if cut short
     partial.write_text("")
-    rows = []
-    for entry in entries:
-        source = render(entry.path)
-        row: dict[str, Any] = {"candidate": entry.name, "family": entry.family, "problem": entry.problem}
-        row["naive"] = run_naive(entry, source, runs, args.naive_timeout_s)
-        row["naive_verdict"] = naive_fooled(entry, row["naive"])
-        row["kevin"] = run_kevin(entry, source, runs, lock_dir, static_check=True)
-        # A candidate the gate accepts goes through exactly the dynamic-only path: one run serves both.
-        rejected_by_gate = row["kevin"]["stage"] == "static_check"
-        row["kevin_dynamic"] = (
-            run_kevin(entry, source, runs, lock_dir, static_check=False) if rejected_by_gate else row["kevin"]
-        )
-        row["outcome_default"] = outcome(entry, row["kevin"])
-        row["outcome_dynamic_only"] = outcome(entry, row["kevin_dynamic"])
-        unmet = (entry.expect.unmet(row["kevin"], True), entry.expect.unmet(row["kevin_dynamic"], False))
-        row["expect_unmet"] = "; ".join(dict.fromkeys(u for u in unmet if u))
-        rows.append(row)
+    order = {entry.name: index for index, entry in enumerate(entries)}
+    rows: list[dict[str, Any]] = []
+    write_lock = threading.Lock()
+
+    def finish(row: dict[str, Any]) -> None:
+        with write_lock:
+            rows.append(row)
+            print_row(row)
+            with partial.open("a") as handle:
+                handle.write(json.dumps(row, default=str) + "\n")
+
+    solo = [e for e in entries if args.lanes <= 1 or needs_solo(e, entries)]
+    lanes = [e for e in entries if e not in solo]
+    if lanes:
         print(
-            f"{entry.name:34s} naive={row['naive_verdict']:8s} kevin={kevin_cell(row['kevin'])[:70]} "
-            f"-> {row['outcome_default']}/{row['outcome_dynamic_only']}",
+            f"parallel phase: {len(lanes)} candidates in {args.lanes} lanes; then {len(solo)} alone",
             flush=True,
         )
-        if row["outcome_dynamic_only"] != row["outcome_default"]:
-            print(f"{'':34s} dynamic only: {kevin_cell(row['kevin_dynamic'])[:160]}", flush=True)
-        if row["expect_unmet"]:
-            print(f"{'':34s} not as its Expect line says: {row['expect_unmet']}", flush=True)
-        with partial.open("a") as handle:
-            handle.write(json.dumps(row, default=str) + "\n")
+        clear_side_effects()
+        with ThreadPoolExecutor(max_workers=args.lanes) as pool:
+            phase = [
+                row for row in pool.map(lambda e: run_entry(e, runs, lock_dir, args, shared=True), lanes)
+            ]
+        leftover = side_effects({}, cache)
+        if leftover:  # a lane's candidate left something: which one cannot be told, so all again alone
+            print(f"the parallel phase left {leftover}: every lane candidate runs again alone", flush=True)
+            solo = entries
+        else:
+            for row in phase:
+                finish(row)
+    for entry in solo:
+        finish(run_entry(entry, runs, lock_dir, args))
+    rows.sort(key=lambda row: order[row["candidate"]])
     report = _report(args, argv, started, rows, [])
     _write(report, out, stem)  # the table first; the costs (minutes on a GPU) are added after
     if not args.no_cost:

@@ -253,3 +253,61 @@ def test_dynamic_checks_alone_do_not_pass_a_cheat_the_gate_rejects(name, runs):
     assert not adversarial.gained(kevin) and not kevin["side_effects"], kevin
     unmet = ENTRIES[name].expect.unmet(kevin, static_check=False)
     assert not unmet, f"{name}: {unmet}; got {kevin}"
+
+
+# -- lanes: candidates at once (bench/adversarial.py --lanes) ------------------------------------
+
+
+def test_what_runs_alone_is_what_leaves_something_behind_or_reads_the_cache():
+    """With --lanes the candidates whose point is a side effect (the daemon folder, the outside
+    marker, a Follow-up run) or the baseline cache (seeded, and the honest run that seeds it) still
+    run one at a time; everything else may share the machine."""
+    entries = list(ENTRIES.values())
+    solo = {e.name for e in entries if adversarial.needs_solo(e, entries)}
+    assert {"abuse_escaped_daemon", "abuse_poison_cache", "state_omp_threads", "state_set_num_threads"} <= solo
+    seeded = {e.problem for e in entries if e.seeded_cache}
+    assert {e.name for e in entries if e.honest and e.problem in seeded} <= solo
+    assert len(solo) < len(entries) // 4  # the lanes carry most of the corpus
+    for name in solo:
+        entry = ENTRIES[name]
+        text = adversarial.render(entry.path)
+        assert entry.follow_up or entry.seeded_cache or "kevin-adversarial-" in text or entry.honest
+
+
+@pytest.mark.slow
+def test_lanes_give_the_verdicts_one_at_a_time_gives_and_leave_the_cache_alone(runs, tmp_path, monkeypatch):
+    """main(--lanes 2): two lane candidates at once (a cheat, an honest one) and the escaped daemon
+    alone after them; each row as its Expect line says, the daemon's side effect seen in its solo
+    run, the lanes' rows marked, nothing left behind, no cached baseline written by the lanes."""
+    real_config = adversarial.kevin_config
+
+    def fast_config(backend, root, lock_dir, **changes):  # the tests' short timing
+        return real_config(backend, root, lock_dir, **{"timing": FAST_TIMING, "limits": TEST_LIMITS, **changes})
+
+    monkeypatch.setattr(adversarial, "kevin_config", fast_config)
+    real_evaluate, cached = adversarial.evaluate, {}
+
+    def recording_evaluate(task, source, config):
+        cached.setdefault(task.id, set()).add(config.baseline_cache)
+        return real_evaluate(task, source, config)
+
+    monkeypatch.setattr(adversarial, "evaluate", recording_evaluate)
+    cheat = next(name for name in CHEATS if ENTRIES[name].expect.gate and not adversarial.needs_solo(ENTRIES[name], list(ENTRIES.values())))
+    names = [cheat, "honest_row_mean", "abuse_escaped_daemon"]
+    argv = ["--backend", "cpp", "--only", ",".join(names), "--lanes", "2", "--no-cost"]
+    assert adversarial.main([*argv, "--out", str(tmp_path), "--cache", str(CACHE)]) == 0
+    import json
+
+    report = json.loads((tmp_path / "adversarial_cpu.json").read_text())
+    rows = {row["candidate"]: row for row in report["rows"]}
+    assert [row["candidate"] for row in report["rows"]] == [n for n in ENTRIES if n in names]  # corpus order
+    assert rows[cheat]["lane"] and rows["honest_row_mean"]["lane"] and not rows["abuse_escaped_daemon"]["lane"]
+    assert rows[cheat]["outcome_default"] == "caught" and rows[cheat]["expect_unmet"] == ""
+    assert rows["honest_row_mean"]["outcome_default"] == "accepted"
+    assert rows["abuse_escaped_daemon"]["outcome_default"] == "caught"
+    assert adversarial.side_effects({}, CACHE) == {}
+    # the lanes time every baseline afresh and write none; the solo run uses the (emptied) cache
+    lane_tasks = {adversarial.problem_task(ENTRIES[n].problem).id for n in (cheat, "honest_row_mean")}
+    solo_task = adversarial.problem_task(ENTRIES["abuse_escaped_daemon"].problem).id
+    assert all(cached[t] == {False} for t in lane_tasks - {solo_task}), cached
+    assert True in cached[solo_task]
