@@ -82,7 +82,8 @@ class Generation:
 
     text: str
     finish_reason: str | None = None
-    """`stop` when the model ended it, `length` when it hit `max_tokens`; None when unknown."""
+    """`stop` when the model ended it, `length` when it hit `max_tokens`, `error` when the sampler
+    failed on it (not the model's doing: an infrastructure verdict, never scored); None when unknown."""
     completion_tokens: int | None = None
 
     @property
@@ -475,7 +476,9 @@ def _run_turn(
             task = active[index].task
             parsed = parse_completion(generation.text)
             written[index] = (generation, parsed)
-            if parsed.ok:
+            if generation.finish_reason == "error":
+                queued[index] = _infrastructure_result(task, "runtime", "the sampler failed on this completion")
+            elif parsed.ok:
                 queued[index] = submitter.submit(evaluator.submit, task, parsed.candidate)
             else:
                 queued[index] = format_error_result(parsed.error, task_id=task.id)

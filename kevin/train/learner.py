@@ -17,7 +17,8 @@ One call of `Learner.learn(samples)` per training step:
 Learning rate: constant with linear warm-up, lr(k) = lr * min(1, (k + 1) / W) for optimiser step k
 (0-based), W = ceil(warmup_fraction x total optimiser steps of the run); the schedule's only state is
 k, saved in the checkpoint. A mini-batch with nothing to compute on any rank is skipped without an
-optimiser step (and does not advance k).
+optimiser step (and does not advance k); so is one whose gradient norm is not finite (counted in
+`nonfinite_skipped`, shown on the step line), which would otherwise turn every weight into NaN.
 
 Dropout is assumed off (transformers' Llama and Qwen configs have none; keep lora_dropout 0): the
 no-gradient passes run in eval mode and the gradient passes in train mode (which gradient
@@ -31,6 +32,7 @@ make the reduced gradient the gradient of the global sum; without FSDP gradients
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -54,6 +56,8 @@ from kevin.train.packing import (
     split_minibatches,
     unalign,
 )
+
+log = logging.getLogger(__name__)
 
 PLACEHOLDER_INDEX = -1
 """Index of the zero-weight placeholder rows that keep FSDP ranks in step."""
@@ -320,13 +324,25 @@ class Learner:
         if self.context.world_size > 1 and not self.context.fsdp:
             self.context.sum_gradients(self.parameters)
         norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.optim_config.grad_clip)
-        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         lr = lr_at(self.optimizer_steps, peak_lr=self.optim_config.lr, warmup_steps=self.warmup_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
+        # A non-finite gradient would make every weight NaN (clipping scales by a NaN norm) and the
+        # next sampling step would fail on the GPU: drop the update, keep k, count it. The norm is
+        # the global one, so every rank decides alike.
+        nonfinite = not math.isfinite(norm)
+        if nonfinite:
+            log.warning(
+                "gradient norm %s: update %d dropped; non-finite gradients in %s",
+                norm,
+                self.optimizer_steps,
+                ", ".join(_nonfinite_gradients(self.model)[:6]) or "(another rank's shard)",
+            )
+        else:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            self.optimizer_steps += 1
         self.optimizer.zero_grad(set_to_none=True)
-        self.optimizer_steps += 1
         sums = self.context.sum_many(
             [
                 totals.loss,
@@ -342,7 +358,8 @@ class Learner:
         return {
             "loss": loss,
             "tokens": tokens,
-            "grad_norm": float(norm),
+            "grad_norm": norm,
+            "nonfinite_skipped": float(nonfinite),
             "lr": lr,
             "clip_low_frac": low / tokens,
             "clip_high_frac": high / tokens,
@@ -351,6 +368,17 @@ class Learner:
             "ratio_min": _finite_or_one(-self.context.max(-totals.ratio_min)),
             "kl": kl_sum / tokens,
         }
+
+
+def _nonfinite_gradients(model: torch.nn.Module) -> list[str]:
+    """Names of the parameters whose (local) gradient holds NaN or inf, for the warning."""
+    names = []
+    for name, parameter in model.named_parameters():
+        grad = parameter.grad
+        grad = grad.to_local() if hasattr(grad, "to_local") else grad
+        if grad is not None and not bool(torch.isfinite(grad).all()):
+            names.append(name)
+    return names
 
 
 def _finite_or_one(value: float) -> float:
@@ -365,7 +393,10 @@ def _summarise(per_step: list[dict[str, float]]) -> dict[str, float]:
         return summary
     for key in ("loss", "clip_low_frac", "clip_high_frac", "ratio_mean", "kl"):
         summary[key] = sum(s[key] for s in done) / len(done)
-    summary["grad_norm"] = max(s["grad_norm"] for s in done)
+    # NaN-aware: max() keeps whichever comes first when a NaN is compared, and hid one (s12).
+    norms = [s["grad_norm"] for s in done]
+    summary["grad_norm"] = math.nan if any(math.isnan(n) for n in norms) else max(norms)
+    summary["nonfinite_skipped"] = sum(s.get("nonfinite_skipped", 0.0) for s in done)
     summary["ratio_max"] = max(s["ratio_max"] for s in done)
     summary["ratio_min"] = min(s["ratio_min"] for s in done)
     summary["tokens"] = sum(s["tokens"] for s in done)

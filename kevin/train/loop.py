@@ -266,6 +266,8 @@ def step_line(step: int, total: int, metrics: dict[str, float]) -> str:
         f"gen {value('time/generate_s', '.1f')}s eval {value('time/evaluate_s', '.1f')}s "
         f"learn {value('time/learn_s', '.1f')}s",
     ]
+    if metrics.get("learn/nonfinite_skipped"):
+        parts.append(f"UPDATES SKIPPED (non-finite gradient) {value('learn/nonfinite_skipped', '.0f')}")
     if "heldout/correct" in metrics:
         parts.append(f"held-out correct {value('heldout/correct')} speedup {value('heldout/speedup')}")
     return " | ".join(parts)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList
 
 from kevin.rl.env import Sampling, in_prompt_order
 from kevin.train.logprobs import autocast_context
@@ -73,7 +74,8 @@ class HFPolicy:
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention_mask[row, width - len(ids) :] = 1
-        options = {}
+        guard = _NonFiniteGuard(self.codec.eos_id)
+        options = {"logits_processor": LogitsProcessorList([guard])}
         if self.stop_strings:
             options = {"stop_strings": self.stop_strings, "tokenizer": self.codec.tokenizer}
         was_training = self.model.training
@@ -100,15 +102,27 @@ class HFPolicy:
             self.model.train(was_training)
         new_tokens = output.sequences[:, width:].cpu()
         logprobs = _chosen_logprobs(output.logits, new_tokens, sampling.temperature)
+        failed = guard.rows(len(prompts))
         return [
-            self._record(prompt, new_tokens[row].tolist(), logprobs[row].tolist(), sampling.max_tokens)
+            self._record(prompt, new_tokens[row].tolist(), logprobs[row].tolist(), sampling.max_tokens, failed[row])
             for row, prompt in enumerate(prompts)
         ]
 
     def _record(
-        self, prompt: list[int], tokens: list[int], logprobs: list[float], max_tokens: int
+        self, prompt: list[int], tokens: list[int], logprobs: list[float], max_tokens: int, failed: bool = False
     ) -> SampledGeneration:
-        """Cut one row at its end-of-sequence token (kept) or its padding, and name why it ended."""
+        """Cut one row at its end-of-sequence token (kept) or its padding, and name why it ended
+        (`error` when its logits stopped being finite: the sampler failed, not the model)."""
+        if failed:
+            end = tokens.index(self.codec.eos_id) if self.codec.eos_id in tokens else len(tokens)
+            return SampledGeneration(
+                text=self.codec.decode_completion(tokens[:end]),
+                finish_reason="error",
+                completion_tokens=end,
+                prompt_token_ids=tuple(prompt),
+                token_ids=tuple(tokens[:end]),
+                logprobs=tuple(logprobs[:end]),
+            )
         if self.codec.eos_id in tokens:
             end = tokens.index(self.codec.eos_id) + 1
             reason = "stop"
@@ -141,3 +155,26 @@ def _chosen_logprobs(
     if not columns:
         return torch.zeros((tokens.shape[0], 0))
     return torch.stack(columns, dim=1)
+
+
+class _NonFiniteGuard(LogitsProcessor):
+    """Ends a row whose next-token scores hold NaN or +inf (a NaN weight or activation) instead of
+    letting the sampler's device-side assert kill the process and the run (s12 on the H200): the row
+    gets only the end-of-sequence token from then on and is reported by `rows` (its completion comes
+    back with finish_reason `error`, which the episode blames on our infrastructure). Marks rows on
+    the device, so it adds no host synchronisation per token. -inf is legitimate (top-p masking)."""
+
+    def __init__(self, eos_id: int) -> None:
+        self.eos_id = eos_id
+        self.failed: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        bad = (torch.isnan(scores) | torch.isposinf(scores)).any(dim=-1)
+        self.failed = bad if self.failed is None else self.failed | bad
+        ended = torch.full_like(scores, float("-inf"))
+        ended[:, self.eos_id] = 0.0
+        return torch.where(self.failed[:, None], ended, scores)
+
+    def rows(self, count: int) -> list[bool]:
+        return [False] * count if self.failed is None else self.failed.cpu().tolist()
+

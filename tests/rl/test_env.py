@@ -188,6 +188,18 @@ def test_evaluator_failure_is_infrastructure_and_not_trained():
     )
 
 
+def test_a_completion_the_sampler_failed_on_is_infrastructure_and_never_evaluated():
+    # finish_reason "error": the sampler's logits stopped being finite (kevin.train.policy_hf), so the
+    # text is not the model's; it must not be evaluated, scored or trained on.
+    failed = Generation(answer("SPEEDUP=9.0"), finish_reason="error")
+    policy = script(failed, answer("SPEEDUP=1.0"))
+    trajectories, evaluator = run([TASK_A], policy, EpisodeConfig(trajectories=2, turns=1, backend="cpp"))
+    broken, fine = (t.turns[0] for t in trajectories)
+    assert broken.result.blame == "infrastructure" and broken.score is None and not broken.trainable
+    assert fine.score is not None and fine.result.correct
+    assert [source for _, source in evaluator.submitted] == [fine.parsed.candidate]
+
+
 class SilentEvaluator:
     """Never answers: every future stays pending."""
 

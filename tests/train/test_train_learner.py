@@ -182,3 +182,31 @@ def test_grad_norm_is_reported_before_clipping():
         samples(), step=1, max_completion_tokens=16, temperature=1.0
     )
     assert result["grad_norm"] > 1e-6
+
+
+def test_an_update_with_a_non_finite_gradient_is_dropped_and_reported():
+    # s12 on the H200: a NaN gradient in the second gradient step turned every weight into NaN (the
+    # step line showed the first step's finite norm) and the next sampling step failed on the GPU.
+    model = tiny_model()
+    calls = []
+
+    def poison_second_backward(grad):
+        calls.append(1)
+        return grad * float("nan") if len(calls) == 2 else grad
+
+    next(model.parameters()).register_hook(poison_second_backward)
+    trained = learner(model, gradient_steps=2, minibatch_mode="repeat")
+    before = parameters(model)
+    result = trained.learn(samples(), step=1, max_completion_tokens=16, temperature=1.0)
+    after = parameters(model)
+    assert len(calls) == 2
+    assert all(torch.isfinite(v).all() for v in after.values())
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the first update happened
+    assert trained.state()["optimizer_steps"] == 1
+    assert result["nonfinite_skipped"] == 1.0 and result["grad_norm"] != result["grad_norm"]  # NaN
+    first, second = result["per_step"]
+    assert first["nonfinite_skipped"] == 0.0 and second["nonfinite_skipped"] == 1.0
+    # the optimiser state holds no NaN either: the next update is finite
+    again = trained.learn(samples(seed=1), step=2, max_completion_tokens=16, temperature=1.0)
+    assert again["nonfinite_skipped"] == 0.0
+    assert all(torch.isfinite(v).all() for v in model.parameters())

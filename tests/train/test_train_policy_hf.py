@@ -100,3 +100,26 @@ def test_rows_are_cut_at_end_of_sequence_or_padding():
     assert cut.finish_reason == "length" and cut.truncated and len(cut.token_ids) == 3
     stop_string = policy._record([5], [7, 8, 0, 0], [-1.0] * 4, max_tokens=4)
     assert stop_string.token_ids == (7, 8) and stop_string.finish_reason == "stop"
+
+
+def test_a_row_whose_logits_stop_being_finite_ends_as_error_without_killing_the_batch():
+    # s12 on the H200: NaN probabilities reached the sampler, whose device-side assert ended the run.
+    codec = TextCodec(tiny_tokenizer())
+    model = tiny_model(seed=1)
+    calls = []
+
+    def poison(module, inputs, output):
+        calls.append(1)
+        if len(calls) >= 3:  # from the third forward on, the first row of the batch goes NaN
+            output[0] = float("nan")
+        return output
+
+    model.lm_head.register_forward_hook(poison)
+    policy = HFPolicy(model, codec, device=torch.device("cpu"), batch_size=3)
+    torch.manual_seed(0)
+    outputs = policy.generate(PROMPTS, Sampling(temperature=0.9, top_p=0.9, max_tokens=6))
+    shortest = min(range(3), key=lambda i: (len(codec.encode_prompt(PROMPTS[i])), i))
+    failed = outputs[shortest]
+    assert failed.finish_reason == "error" and len(failed.token_ids) <= 2
+    assert all(o.finish_reason in ("stop", "length") for i, o in enumerate(outputs) if i != shortest)
+
