@@ -57,13 +57,37 @@ def completion_logprobs(
     with autocast_context(device, autocast_dtype):
         output = model(
             input_ids=batch.input_ids.to(device),
-            attention_mask=batch.attention_mask.to(device),
+            attention_mask=attention_mask_for(model, batch.attention_mask.to(device)),
             position_ids=batch.position_ids.to(device),
             logits_to_keep=width + 1,
             use_cache=False,
         )
     logits = output.logits[:, -(width + 1) : -1]
     return selective_log_softmax(logits, batch.targets.to(device), temperature)
+
+
+def attention_mask_for(model: torch.nn.Module, padding: torch.Tensor) -> torch.Tensor:
+    """The attention mask for a left-padded [B, T] `padding` mask (1 = token, 0 = pad).
+
+    transformers turns a 2-D mask into causal-and-not-pad, where a pad position's query attends to
+    nothing (a fully masked row). Attention kernels that do not guard such rows give NaN there, in
+    the forward or the backward pass (s12 on the H200: a NaN gradient in every parameter, with a
+    finite loss, because the pad positions' NaN log-probs are masked out of the loss but not out of
+    its gradient). Here every pad query attends to itself as well, which no real token sees: the
+    completions' log-probs are unchanged and every row of every attention has a key. Built for the
+    sdpa and eager back ends (a 4-D mask is passed through as given: boolean for sdpa, additive for
+    eager); others (flash attention's varlen path has no masked rows) and unpadded batches keep the
+    2-D mask."""
+    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if implementation not in ("sdpa", "eager") or bool(padding.all()):
+        return padding
+    length = padding.shape[1]
+    keys = padding.bool()[:, None, None, :]
+    causal = torch.ones(length, length, dtype=torch.bool, device=padding.device).tril()
+    allowed = (causal & keys) | torch.eye(length, dtype=torch.bool, device=padding.device)
+    if implementation == "sdpa":
+        return allowed
+    return torch.zeros(allowed.shape, device=padding.device).masked_fill(~allowed, torch.finfo(torch.float32).min)
 
 
 def logprob_agreement(

@@ -47,6 +47,46 @@ def test_bf16_sampling_and_learning_on_cuda():
     assert next(model.parameters()).dtype == torch.float32  # fp32 master weights
 
 
+def test_left_padded_bf16_backward_is_finite_with_the_real_attention_kernels():
+    # s12's H200 learning run: a finite loss and a NaN gradient in every parameter at one step in
+    # seven, from left-padded rows whose pad queries attend to nothing (kevin.train.logprobs
+    # attention_mask_for). Sweeps row lengths over kernel alignments; prints what the plain 2-D mask
+    # gives, as the record of the cause.
+    from kevin.train.logprobs import completion_logprobs
+    from kevin.train.packing import collate
+
+    device = torch.device("cuda")
+    model = tiny_model(seed=2, layers=2, hidden=64).to(device)
+    generator = torch.Generator().manual_seed(0)
+    plain_nan = 0
+    for trial in range(24):
+        lengths = torch.randint(20, 400, (6,), generator=generator).tolist()
+        batch = collate(
+            [
+                Sample(tuple(range(3, 3 + n // 2)), tuple(range(3, 3 + n - n // 2)), 1.0, index=i)
+                for i, n in enumerate(lengths)
+            ],
+            0,
+        )
+        model.zero_grad(set_to_none=True)
+        logprobs = completion_logprobs(
+            model, batch, temperature=0.9, device=device, autocast_dtype=torch.bfloat16
+        )
+        (logprobs * batch.completion_mask.to(device)).sum().backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters()), (trial, lengths)
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(
+                input_ids=batch.input_ids.to(device),
+                attention_mask=batch.attention_mask.to(device),
+                position_ids=batch.position_ids.to(device),
+                use_cache=False,
+            ).logits
+        logits.float().log_softmax(-1)[..., 0].masked_fill(batch.attention_mask.to(device) == 0, 0).sum().backward()
+        plain_nan += not all(torch.isfinite(p.grad).all() for p in model.parameters())
+    print(f"plain 2-D mask: non-finite gradients in {plain_nan} of 24 batches")
+
+
 def test_a_step_rewarded_by_a_real_cuda_kernel(tmp_path):
     task = next(t for t in load_bundled(size="small") if t.id == "B_01")
     honest = (bundled_dir().parent / "cuda" / "01_gelu_tanh.py").read_text()

@@ -210,3 +210,39 @@ def test_an_update_with_a_non_finite_gradient_is_dropped_and_reported():
     again = trained.learn(samples(seed=1), step=2, max_completion_tokens=16, temperature=1.0)
     assert again["nonfinite_skipped"] == 0.0
     assert all(torch.isfinite(v).all() for v in model.parameters())
+
+
+def unguarded_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """Attention as a kernel that does not guard fully masked rows computes it: softmax over a row of
+    -inf is NaN (as on the H200 in s12, where left-padded training batches gave NaN gradients)."""
+    if enable_gqa and key.shape[1] != query.shape[1]:
+        key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
+        value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
+    scores = query @ key.transpose(-1, -2) * (scale if scale is not None else query.shape[-1] ** -0.5)
+    if is_causal:
+        length = scores.shape[-1]
+        causal = torch.ones(scores.shape[-2], length, dtype=torch.bool).tril(diagonal=length - scores.shape[-2])
+        scores = scores.masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    return torch.softmax(scores, dim=-1) @ value
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_left_padding_gives_finite_gradients_and_the_same_log_probs_under_an_unguarded_kernel(
+    monkeypatch, implementation
+):
+    model = tiny_model(layers=2)
+    model.config._attn_implementation = implementation
+    batch = collate(samples(), 0)  # rows of different lengths: left padding
+    assert not bool(batch.attention_mask.all())
+    reference = completion_logprobs(model, batch, temperature=0.9, device=torch.device("cpu")).detach()
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", unguarded_sdpa)
+    logprobs = completion_logprobs(model, batch, temperature=0.9, device=torch.device("cpu"))
+    counted = torch.zeros_like(logprobs, dtype=torch.bool)
+    for row, sample in enumerate(samples()):
+        counted[row, logprobs.shape[1] - len(sample.completion_ids) :] = True
+    assert torch.allclose(logprobs[counted], reference[counted], atol=1e-5)
+    assert torch.isfinite(logprobs).all()  # pad and prompt positions too: nothing to poison the backward
+    torch.where(counted, logprobs, torch.zeros_like(logprobs)).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
