@@ -23,6 +23,10 @@
 # LEARN_ARGS: more arguments for learning_run.py (the CPU check: "--scale toy --backend cpp").
 # LEARN_SCRIPT: the script to run (default bench/learning_run.py; tests use a stand-in).
 # LEARN_ROOT: where the run's folders go (default /tmp).
+# CARRY_IN: a folder of parts an earlier session's run wrote (bench/learning_carry.py), carried to
+# this machine with the tree (e.g. .out/carry): the run starts from them instead of from scratch.
+# CARRY_OUT=1: the run ends by writing its work folder as parts (bf16 weights, ~50 MB in 15 MiB
+# files); the call that sees the run end returns them in $OUT for the next session's CARRY_IN.
 # Writes $OUT/learning_run<N>.log and $OUT/learn<N>.tgz (N = CALL or LAUNCH): the report (--out)
 # once the run has written it, and the RL run's episodes, held-out and metrics files so far.
 set -uo pipefail
@@ -32,6 +36,10 @@ budget=${LEARN_BUDGET_S:-480}
 work=$root/kevin-learn
 cache=$root/kevin-learn-cache
 mkdir -p "$cache"
+carry_out=$root/kevin-learn-carry
+carry=()
+[ -n "${CARRY_IN:-}" ] && carry+=(--carry-in "$(cd "$CARRY_IN" && pwd)")
+[ -n "${CARRY_OUT:-}" ] && carry+=(--carry-out "$carry_out")
 if [ -n "${SHIM_TGZ:-}" ] && [ -f "$SHIM_TGZ" ] && [ ! -d "$cache/shims" ]; then
   tar xzf "$SHIM_TGZ" -C "$cache"
 fi
@@ -46,6 +54,9 @@ collect() {  # $1: the report folder's name under $root, $2: the output's number
   if [ -d "$cache/shims" ] && [ ! -f "$OUT/shim.tgz" ] && [ "$2" = 1 ]; then
     tar czf "$OUT/shim.tgz" -C "$cache" shims
   fi
+  if [ -d "$carry_out" ]; then  # renamed into place whole by the run: all parts or none
+    cp "$carry_out"/carry.tgz.part* "$OUT"/
+  fi
 }
 
 if [ -n "${DETACH:-}" ]; then
@@ -57,7 +68,7 @@ if [ -n "${DETACH:-}" ]; then
     setsid bash -c 'echo $$ > "$1/pid.tmp"; mv "$1/pid.tmp" "$1/pid"; shift
       timeout --kill-after=15 "$1" python3 "${@:2}"; echo "learning_run exit $?" >> "$0"' \
       "$state/run.log" "$state" $((budget + 60)) "$script" --out "$root/learn" --work "$work" \
-      --cache-dir "$cache" --budget-s "$budget" ${LEARN_ARGS:-} > "$state/run.log" 2>&1 < /dev/null &
+      --cache-dir "$cache" --budget-s "$budget" "${carry[@]}" ${LEARN_ARGS:-} > "$state/run.log" 2>&1 < /dev/null &
     for _ in $(seq 50); do [ -f "$state/pid" ] && break; sleep 0.1; done
     echo "learning_launch: started the detached run (pid $(cat "$state/pid" 2>/dev/null), budget ${budget} s)"
   else
@@ -81,7 +92,7 @@ n=${LAUNCH:-1}
 resume=()
 [ "$n" -gt 1 ] && resume=(--resume)
 timeout --kill-after=15 $((budget + 60)) python3 "$script" --out "$root/learn$n" --work "$work" \
-  --cache-dir "$cache" --budget-s "$budget" "${resume[@]}" ${LEARN_ARGS:-} > "$OUT/learning_run$n.log" 2>&1
+  --cache-dir "$cache" --budget-s "$budget" "${resume[@]}" "${carry[@]}" ${LEARN_ARGS:-} > "$OUT/learning_run$n.log" 2>&1
 echo "learning_run exit $?" >> "$OUT/learning_run$n.log"
 collect "learn$n" "$n"
 grep -v "sft step" "$OUT/learning_run$n.log" | tail -25

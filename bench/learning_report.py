@@ -145,4 +145,9 @@ def _table(record: dict) -> str:
         _sft_line(record.get("sft") or {}),
         "phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in (record.get("phases_s") or {}).items()),
     ]
+    if record.get("carries"):
+        lines.append(
+            "carried to a new machine at " + ", ".join(record["carries"])
+            + " (bf16 weights, AdamW moments from zero: bench/learning_carry.py)"
+        )
     return "\n".join(lines)

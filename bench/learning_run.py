@@ -30,6 +30,10 @@ Phases of the first launch (its budget covers them all; a watchdog ends the proc
     report     metrics.json, learning.png (held-out correct and speedup over the steps, the SFT
                start and the corpus average), the RL run's curves.png, and a table   ~5 s
 
+Across sessions (a new machine, /tmp gone): the last launch's --carry-out DIR writes the work
+folder as parts small enough to come back from a device call (bench/learning_carry.py: bf16
+weights, no optimiser state), and the next session's first launch takes them with --carry-in DIR.
+
 A later launch (--resume) reads record.json in --work, restores the RL run's last checkpoint
 (model, optimiser, sampler, RNG: `kevin train --resume`), runs steps until its own budget, and
 writes the whole report again: the last launch's --out holds the run's every point.
@@ -68,7 +72,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning_report import HEADLINE, write_report  # noqa: E402  (bench/ is on the path from here on)
+import learning_carry  # noqa: E402  (bench/ is on the path from here on)
+from learning_report import HEADLINE, write_report  # noqa: E402
 
 from kevin.errors import UsageError  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
@@ -146,7 +151,11 @@ class LearningRun:
         self.kept = self.work / "report"
         """Small outputs of the phases (family, baseline, corpus, SFT), copied into --out by every
         launch's report."""
-        self.resuming = bool(args.resume)
+        self.resuming = bool(args.resume or args.carry_in)
+        carried = None
+        if args.carry_in:
+            carried = learning_carry.unpack(Path(args.carry_in), self.work)
+            print(f"learning_run: carried in {carried['checkpoint']} ({carried['bytes'] / 2**20:.1f} MiB)", flush=True)
         if self.resuming:
             path = self.work / RECORD_FILE
             if not path.is_file():
@@ -155,6 +164,8 @@ class LearningRun:
                     "warm start there; start without --resume"
                 )
             self.record = {**json.loads(path.read_text(encoding="utf-8")), "budget_s": args.budget_s}
+        if carried is not None:
+            self.record.setdefault("carries", []).append(carried["checkpoint"])
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -303,9 +314,7 @@ class LearningRun:
             self.save_record()
             self.run_rl(self.work / "sft", family_dir, self.real_evaluator())
             self.phase(f"rl (launch {len(self.record['launches'])})", since)
-            watchdog.done.set()
-            self.report()
-            return 0
+            return self.finish(watchdog)
         samples = corpora.build_corpus(specs, train_tasks, self.args.backend)
         self.phase("family+corpus", since)
         since = time.monotonic()
@@ -336,8 +345,22 @@ class LearningRun:
         since = time.monotonic()
         self.run_rl(self.work / "sft", family_dir, evaluator)
         self.phase("rl", since)
+        return self.finish(watchdog)
+
+    def finish(self, watchdog: Watchdog) -> int:
+        """The report, then (--carry-out) the parts the next session's machine resumes from,
+        written whole into a temporary folder and renamed, so a collector sees all or none."""
         watchdog.done.set()
         self.report()
+        if self.args.carry_out:
+            target = Path(self.args.carry_out)
+            staging = target.with_name(target.name + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            parts = learning_carry.pack(self.work, staging)
+            size = sum(p.stat().st_size for p in parts) / 2**20
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+            print(f"learning_run: carry-out {len(parts)} parts, {size:.1f} MiB in {target}", flush=True)
         return 0
 
     def save_record(self) -> None:
@@ -378,6 +401,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--resume",
         action="store_true",
         help="continue the run in --work (a later launch: RL from its last checkpoint, then the report)",
+    )
+    parser.add_argument(
+        "--carry-in",
+        metavar="DIR",
+        help="start from the parts an earlier session's --carry-out wrote (into an empty --work), then resume",
+    )
+    parser.add_argument(
+        "--carry-out",
+        metavar="DIR",
+        help="at the end, write the work folder as parts for a later session (bench/learning_carry.py)",
     )
     parser.add_argument("--scale", choices=("full", "toy"), default="full", help="toy: the CPU dry run")
     parser.add_argument("--backend", choices=("cuda", "cpp"), default="cuda")

@@ -14,12 +14,18 @@ name it; the oldest folders beyond `keep` are deleted. Resuming from it restores
 the CPU a run stopped after step k and resumed matches an uninterrupted run bit for bit (the tests
 check it). Rows that the stopped launch logged after step k are dropped by the loop.
 
+A slim checkpoint (`slim_checkpoint`: the model in bf16, no optimizer.pt) is what fits through a
+narrow pipe, such as the device machine's file limits between sessions (bench/learning_carry.py).
+Resuming from it is not exact: the weights are rounded to bf16 once and AdamW's moments start
+from zero (a warning says so); the step, the schedule, the sampler and the RNG are restored.
+
 Under FSDP the full state dicts are gathered to the CPU (collectives on every rank) and rank 0 writes;
 on load every rank reads the files (a shared filesystem is assumed) and keeps its shards.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import shutil
 from pathlib import Path
@@ -32,6 +38,11 @@ from kevin.train.model import is_lora
 
 CHECKPOINTS_DIR = "checkpoints"
 LATEST_FILE = "latest"
+MODEL_FILE = "model.pt"
+OPTIMIZER_FILE = "optimizer.pt"
+STATE_FILE = "state.pt"
+
+log = logging.getLogger(__name__)
 
 
 def rng_state() -> dict[str, Any]:
@@ -106,9 +117,9 @@ def save_checkpoint(
         partial = root / f".step_{step:06d}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
-        torch.save(model_state, partial / "model.pt")
-        torch.save(optimizer_state, partial / "optimizer.pt")
-        torch.save({**state, "step": step, "rng": rng_states}, partial / "state.pt")
+        torch.save(model_state, partial / MODEL_FILE)
+        torch.save(optimizer_state, partial / OPTIMIZER_FILE)
+        torch.save({**state, "step": step, "rng": rng_states}, partial / STATE_FILE)
         shutil.rmtree(final, ignore_errors=True)
         partial.rename(final)
         (root / LATEST_FILE).write_text(final.name + "\n", encoding="utf-8")
@@ -122,9 +133,13 @@ def load_checkpoint(
     path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, context: DistributedContext
 ) -> dict[str, Any]:
     """Restore model, optimiser and this rank's RNG from `path`; return the loop's state."""
-    model_state = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
-    optimizer_state = torch.load(path / "optimizer.pt", map_location="cpu", weights_only=False)
-    state = torch.load(path / "state.pt", map_location="cpu", weights_only=False)
+    model_state = torch.load(path / MODEL_FILE, map_location="cpu", weights_only=True)
+    optimizer_state = None
+    if (path / OPTIMIZER_FILE).is_file():
+        optimizer_state = torch.load(path / OPTIMIZER_FILE, map_location="cpu", weights_only=False)
+    else:
+        log.warning("%s has no %s (a slim checkpoint): AdamW's moments start from zero", path, OPTIMIZER_FILE)
+    state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
     strict = not is_lora(model)
     if context.fsdp:
         from torch.distributed.checkpoint.state_dict import (
@@ -135,12 +150,14 @@ def load_checkpoint(
 
         options = StateDictOptions(full_state_dict=True, strict=strict)
         set_model_state_dict(model, model_state, options=options)
-        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+        if optimizer_state is not None:
+            set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
     else:
         missing, unexpected = model.load_state_dict(model_state, strict=strict)
         if unexpected:
             raise ValueError(f"checkpoint {path} has weights the model lacks: {unexpected[:5]}")
-        optimizer.load_state_dict(optimizer_state)
+        if optimizer_state is not None:
+            optimizer.load_state_dict(optimizer_state)
     rng = state.pop("rng")
     set_rng_state(rng[context.rank] if context.rank < len(rng) else rng[0])
     return state
@@ -159,3 +176,17 @@ def export_weights(
             tokenizer.save_pretrained(str(directory))
     context.barrier()
     return directory
+
+
+def slim_checkpoint(source: Path, target: Path, *, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Copy checkpoint `source` to `target` with its floating-point weights in `dtype` and without the
+    optimiser's state: about a quarter of the bytes (fp32 weights + AdamW's two moments -> bf16
+    weights). `load_checkpoint` resumes from it, not exactly (see the module's docstring)."""
+    model_state = torch.load(source / MODEL_FILE, map_location="cpu", weights_only=True)
+    target.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {k: v.to(dtype) if v.is_floating_point() else v for k, v in model_state.items()}, target / MODEL_FILE
+    )
+    shutil.copy(source / STATE_FILE, target / STATE_FILE)
+    return target
+

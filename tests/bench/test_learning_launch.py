@@ -25,11 +25,12 @@ import argparse, json, os, pathlib, sys, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--out"); parser.add_argument("--work"); parser.add_argument("--cache-dir")
 parser.add_argument("--budget-s", type=float); parser.add_argument("--resume", action="store_true")
+parser.add_argument("--carry-in"); parser.add_argument("--carry-out")
 args, _ = parser.parse_known_args()
 work = pathlib.Path(args.work)
 (work / "rl").mkdir(parents=True, exist_ok=True)
 with open(os.environ["STARTS"], "a") as handle:
-    handle.write(f"{os.getpid()} budget={args.budget_s} resume={args.resume}\\n")
+    handle.write(f"{os.getpid()} budget={args.budget_s} resume={args.resume} in={args.carry_in} out={args.carry_out}\\n")
 metrics = work / "rl" / "metrics.jsonl"
 for step in range(3):
     with metrics.open("a") as handle:
@@ -39,6 +40,12 @@ for step in range(3):
 out = pathlib.Path(args.out)
 out.mkdir(parents=True, exist_ok=True)
 (out / "table.txt").write_text("the report\\n")
+if args.carry_out:
+    staging = pathlib.Path(args.carry_out + ".partial")
+    staging.mkdir(parents=True)
+    for n in range(2):
+        (staging / f"carry.tgz.part{n:02d}").write_bytes(b"part")
+    staging.rename(args.carry_out)
 print("done", flush=True)
 """
 
@@ -110,3 +117,19 @@ def test_a_detached_run_is_bounded_by_its_budget(tmp_path):
     call, out = _call(tmp_path, 1, wait_s=30, STEP_S="20", LEARN_BUDGET_S="-55")
     assert "the run has ended" in call.stdout, call.stdout
     assert "learning_run exit 124" in (out / "learning_run1.log").read_text()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="setsid and process sessions: Linux")
+def test_carry_in_and_out_reach_the_run_and_the_parts_come_back_when_it_ends(tmp_path):
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    carried = tmp_path / "carried_parts"
+    carried.mkdir()
+    first, out1 = _call(tmp_path, 1, wait_s=1, STEP_S="1", CARRY_IN=str(carried), CARRY_OUT="1")
+    assert "the run goes on" in first.stdout, first.stdout
+    assert not list(out1.glob("carry.tgz.part*")), "no parts before the run has written them whole"
+    second, out2 = _call(tmp_path, 2, wait_s=60, STEP_S="1")
+    assert "the run has ended" in second.stdout, second.stdout
+    assert sorted(p.name for p in out2.glob("carry.tgz.part*")) == ["carry.tgz.part00", "carry.tgz.part01"]
+    (start,) = (tmp_path / "starts.txt").read_text().splitlines()
+    assert f"in={carried} out={tmp_path / 'root' / 'kevin-learn-carry'}" in start, start
+

@@ -94,6 +94,84 @@ def test_a_resumed_launch_continues_the_rl_run_and_reports_every_point(tmp_path,
         assert (tmp_path / "l2" / name).exists(), name
 
 
+def test_a_run_carried_to_a_new_work_folder_continues_from_its_checkpoint(tmp_path, capsys):
+    # Across device sessions: the first session's last launch writes parts (--carry-out), the next
+    # session's machine starts from them in an empty folder (--carry-in) and the history goes on.
+    import learning_carry
+    import torch
+
+    common = ["--scale", "toy", "--backend", "cpp", "--budget-s", "300", "--baseline-per-task", "1"]
+    common += ["--set", "loop.stop_after_steps=1"]
+    carry = tmp_path / "carry"
+    first_work = tmp_path / "machine1"
+    argv = ["--out", str(tmp_path / "l1"), "--work", str(first_work), "--carry-out", str(carry), *common]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    parts = sorted(p.name for p in carry.iterdir())
+    assert parts and all(name.startswith(learning_carry.PART_PREFIX) for name in parts)
+    assert not (tmp_path / "carry.partial").exists()
+    capsys.readouterr()
+    second_work = tmp_path / "machine2"
+    argv = ["--out", str(tmp_path / "l2"), "--work", str(second_work), "--carry-in", str(carry), *common]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    output = capsys.readouterr().out
+    assert "carried in step_000001" in output and "kevin sft" not in output
+    second = json.loads((tmp_path / "l2" / "metrics.json").read_text())
+    assert second["rl"]["steps"] == 2 and [p["step"] for p in second["heldout"]] == [0, 1, 2]
+    assert second["carries"] == ["step_000001"] and [x["resumed"] for x in second["launches"]] == [False, True]
+    assert "carried to a new machine at step_000001" in (tmp_path / "l2" / "table.txt").read_text()
+    # the second machine's run started from the first one's step-1 weights (bf16-rounded)
+    first_weights = torch.load(first_work / "rl" / "checkpoints" / "step_000001" / "model.pt", weights_only=True)
+    from safetensors.torch import load_file
+
+    start = load_file(str(second_work / "sft" / "model.safetensors"))
+    for name, value in first_weights.items():
+        assert torch.equal(start[name], value.to(torch.bfloat16).float()), name
+
+
+def test_carry_parts_split_and_join_and_refuse_bad_folders(tmp_path):
+    import learning_carry
+
+    from kevin.errors import UsageError
+
+    work = tmp_path / "work"
+    (work / "rl" / "checkpoints" / "step_000003").mkdir(parents=True)
+    (work / "sft").mkdir()
+    import torch
+
+    checkpoint = work / "rl" / "checkpoints" / "step_000003"
+    weights = {"w": torch.randn(300, 300), "steps": torch.tensor(3)}
+    torch.save(weights, checkpoint / "model.pt")
+    torch.save({"m": torch.zeros(300, 300)}, checkpoint / "optimizer.pt")
+    torch.save({"step": 3}, checkpoint / "state.pt")
+    (work / "rl" / "checkpoints" / "latest").write_text("step_000003\n")
+    (work / "rl" / "metrics.jsonl").write_text('{"step": 3}\n')
+    config = {"model": {"name_or_path": f"{work}/sft"}, "loop": {"tasks": f"{work}/family", "seed": 0}}
+    (work / "rl" / "config.json").write_text(json.dumps(config))
+    (work / "sft" / "model.safetensors").write_bytes(b"fp32 start weights: not carried")
+    (work / "sft" / "tokenizer.json").write_text("{}")
+    parts = learning_carry.pack(work, tmp_path / "parts", part_bytes=40_000)
+    assert len(parts) >= 3 and all(p.stat().st_size <= 40_000 for p in parts)
+    carried = learning_carry.unpack(tmp_path / "parts", tmp_path / "new")
+    assert carried["checkpoint"] == "step_000003" and carried["parts"] == len(parts)
+    new = tmp_path / "new"
+    assert (new / "rl" / "metrics.jsonl").read_text() == '{"step": 3}\n'
+    assert (new / "sft" / "tokenizer.json").exists()
+    moved = json.loads((new / "rl" / "config.json").read_text())
+    assert moved == {"model": {"name_or_path": f"{new}/sft"}, "loop": {"tasks": f"{new}/family", "seed": 0}}
+    assert not (new / "rl" / "checkpoints" / "step_000003" / "optimizer.pt").exists()
+    restored = torch.load(new / "rl" / "checkpoints" / "step_000003" / "model.pt", weights_only=True)
+    assert restored["w"].dtype == torch.bfloat16 and torch.equal(restored["steps"], weights["steps"])
+    with pytest.raises(UsageError, match="not empty"):
+        learning_carry.unpack(tmp_path / "parts", new)
+    with pytest.raises(UsageError, match="no carry.tgz.partNN"):
+        learning_carry.unpack(tmp_path / "nothing", tmp_path / "other")
+    parts[-1].unlink()  # an incomplete set
+    with pytest.raises(UsageError, match="do not make a whole archive"):
+        learning_carry.unpack(tmp_path / "parts", tmp_path / "third")
+    with pytest.raises(UsageError, match="no checkpoint to carry"):
+        learning_carry.pack(tmp_path / "nothing", tmp_path / "p2")
+
+
 def test_resume_without_a_first_launch_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "empty"), "--scale", "toy", "--resume"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -261,6 +262,33 @@ def test_stop_and_resume_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
         tmp_path / "parts" / "heldout.jsonl"
     )
     assert read_rows(tmp_path / "whole" / "metrics.jsonl") == read_rows(tmp_path / "parts" / "metrics.jsonl")
+
+
+def test_a_slim_checkpoint_resumes_with_bf16_weights_and_fresh_moments(tmp_path, caplog):
+    # What crosses between device sessions (bench/learning_carry.py): bf16 weights, no optimizer.pt.
+    from kevin.train.checkpoint import slim_checkpoint
+
+    shape = {"steps": 3, "checkpoint_every": 1, "split": "seeded"}
+    common = {
+        "tasks": tasks(6),
+        "policy_factory": lambda r: RewritingPolicy(default_policy(r)),
+        "evaluator_factory": lambda r: FakeEvaluator(verdict),
+    }
+    first = tiny_config(loop={**shape, "stop_after_steps": 2}, rollout={"tasks_per_step": 1})
+    assert run(tmp_path, first, "run", **common).last_step == 2
+    full = tmp_path / "run" / "checkpoints" / "step_000002"
+    slim = slim_checkpoint(full, tmp_path / "slim" / "step_000002")
+    assert not (slim / "optimizer.pt").exists()
+    weights = torch.load(slim / "model.pt", weights_only=True)
+    assert all(v.dtype == torch.bfloat16 for v in weights.values() if v.is_floating_point())
+    shutil.rmtree(full)
+    shutil.copytree(slim, full)
+    caplog.set_level("WARNING")
+    resumed = run(tmp_path, tiny_config(loop=shape, rollout={"tasks_per_step": 1}), "run", resume=True, **common)
+    assert resumed.last_step == 3 and [row["step"] for row in resumed.history] == [3]
+    assert "AdamW's moments start from zero" in caplog.text
+    final = torch.load(tmp_path / "run" / "checkpoints" / "step_000003" / "model.pt", weights_only=True)
+    assert all(v.dtype == torch.float32 for v in final.values() if v.is_floating_point())  # fp32 master again
 
 
 def assert_same(a, b, where="state"):
