@@ -429,6 +429,8 @@ class MonitorConfig:
     """Warn when the pre-clip gradient norm exceeds this; none: not checked."""
     grad_norm_stop: float | None = None
     """Stop when the gradient norm exceeds this for `patience_steps` steps; none: never."""
+    nonfinite_stop: bool = True
+    """Stop when updates were dropped for a non-finite gradient in `patience_steps` steps in a row."""
     patience_steps: int = 3
     """Consecutive steps over a stop threshold before the run stops."""
 

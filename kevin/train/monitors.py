@@ -12,12 +12,15 @@
 
 `CollapseMonitor.check(metrics)` applies the rules of `MonitorConfig`: a value above a warn threshold
 raises a warning for that step; a value above a stop threshold for `patience_steps` steps in a row
-asks the loop to stop (after it saves a checkpoint). The run of consecutive steps is state the
+asks the loop to stop (after it saves a checkpoint). A non-finite value is above every threshold.
+An update dropped for a non-finite gradient (the learner's `nonfinite_skipped`) always warns, and
+`patience_steps` steps in a row with one stop the run (`nonfinite_stop`): the policy is not learning. The run of consecutive steps is state the
 checkpoints keep.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +84,8 @@ class CollapseMonitor:
         rules = [
             ("truncated_share", config.truncated_warn, config.truncated_stop),
             ("grad_norm", config.grad_norm_warn, config.grad_norm_stop),
+            # any dropped update warns; patience_steps steps in a row with one stop the run
+            ("nonfinite_skipped", 0.0, 0.0 if config.nonfinite_stop else None),
         ]
         if config.expected_opener:
             rules.append(("not_opener_share", config.not_opener_warn, config.not_opener_stop))
@@ -93,14 +98,14 @@ class CollapseMonitor:
             value = metrics.get(name)
             if value is None:
                 continue
-            if stop is not None and value > stop:
+            if stop is not None and _above(value, stop):
                 self.streaks[name] = self.streaks.get(name, 0) + 1
                 if self.streaks[name] >= self.config.patience_steps:
                     alarms.append(Alarm(name, float(value), stop, True))
                     continue
             else:
                 self.streaks[name] = 0
-            if warn is not None and value > warn:
+            if warn is not None and _above(value, warn):
                 alarms.append(Alarm(name, float(value), warn, False))
         return alarms
 
@@ -109,3 +114,10 @@ class CollapseMonitor:
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.streaks = dict(state.get("streaks", {}))
+
+
+def _above(value: float, threshold: float) -> bool:
+    """Over the threshold; a NaN or infinite value always is (a NaN compares false with anything,
+    so a NaN gradient norm would otherwise pass every rule)."""
+    return not math.isfinite(value) or value > threshold
+

@@ -218,6 +218,21 @@ def test_collapse_rules_warn_then_stop_after_patience():
     assert [a.metric for a in opener.check({"not_opener_share": 0.5})] == ["not_opener_share"]
 
 
+def test_nan_grad_norms_and_dropped_updates_trip_the_rules():
+    # s12: a NaN gradient norm compared false with every threshold, so no rule could see it.
+    norms = CollapseMonitor(MonitorConfig(grad_norm_warn=10.0, grad_norm_stop=100.0, patience_steps=2))
+    assert [a.stop for a in norms.check({"grad_norm": float("nan")})] == [False]
+    assert [a.stop for a in norms.check({"grad_norm": float("inf")})] == [True]
+    dropped = CollapseMonitor(MonitorConfig(patience_steps=3))
+    assert dropped.check({"nonfinite_skipped": 0.0}) == []
+    assert [a.stop for a in dropped.check({"nonfinite_skipped": 1.0})] == [False]  # warns at once
+    dropped.check({"nonfinite_skipped": 2.0})
+    (alarm,) = dropped.check({"nonfinite_skipped": 1.0})
+    assert alarm.stop and "nonfinite_skipped" in alarm.describe()
+    relaxed = CollapseMonitor(MonitorConfig(nonfinite_stop=False, patience_steps=1))
+    assert [a.stop for a in relaxed.check({"nonfinite_skipped": 1.0})] == [False]
+
+
 def test_a_collapse_rule_stops_the_run_with_a_checkpoint(tmp_path):
     config = tiny_config(loop={"steps": 5}, monitor={"truncated_stop": 0.5, "patience_steps": 1})
     policy = lambda r: RewritingPolicy(default_policy(r))  # noqa: E731  real sampling, cut at 12 tokens
