@@ -51,6 +51,7 @@ import contextlib
 import gc
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,6 +331,20 @@ def clean_kernel_table(value: Any) -> list[dict[str, Any]]:
             {"name": row["name"][:KERNEL_NAME_CHARS], "whose": row["whose"], "launches": float(numbers[0]), "us": float(numbers[1])}
         )
     return rows
+
+
+def traced_kernels(checks: Any) -> tuple[list[dict[str, Any]], int] | None:
+    """A verdict's kernel table and the number of traced calls it covers, read back from
+    `EvalResult.checks` (a verdict, or its dict form from an episodes file); None without one.
+    Rows as `kernel_table` writes them (totals over the calls), checked again as data."""
+    trace = checks.get("trace") if isinstance(checks, Mapping) else None
+    if not isinstance(trace, Mapping):
+        return None
+    rows = clean_kernel_table(trace.get("kernels"))
+    calls = trace.get("traced_calls")
+    if not rows or not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
+        return None
+    return rows, calls
 
 
 def kernel_table(found: Attribution) -> list[dict[str, Any]]:

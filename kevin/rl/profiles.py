@@ -26,6 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+from kevin.evaluator.probes import traced_kernels
 from kevin.evaluator.profiling.summary import MIN_CHARS as MIN_PROFILE_CHARS
 from kevin.evaluator.profiling.summary import KernelStats, short_name, summarize
 from kevin.evaluator.result import EvalResult, truncate_middle
@@ -42,11 +43,10 @@ Profiler = Callable[[Task, str, EvalResult], str]
 
 def trace_summary(result: EvalResult, max_chars: int) -> str:
     """The verdict's own trace as a profile summary; "" when it holds no kernel table."""
-    trace = result.checks.get("trace") if isinstance(result.checks, dict) else None
-    rows = trace.get("kernels") if isinstance(trace, dict) else None
-    calls = trace.get("traced_calls") if isinstance(trace, dict) else None
-    if not rows or not isinstance(calls, int) or calls < 1:
+    table = traced_kernels(result.checks)
+    if table is None:
         return ""
+    rows, calls = table
     kernels = [
         KernelStats(
             name=short_name(row["name"]) + ("" if row["whose"] == "custom" else f" ({row['whose']})"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kevin.evaluator.probes import traced_kernels
 from kevin.evaluator.profiling.summary import short_name
 from kevin.tasks import Task
 
@@ -30,20 +31,13 @@ Kernels = list[dict[str, Any]]
 def winner_kernels(row: Mapping[str, Any]) -> Kernels | None:
     """The winning attempt's kernels per forward from its verdict's trace; None without one."""
     verdict = row.get("verdict") if isinstance(row.get("verdict"), Mapping) else {}
-    trace = (verdict.get("checks") or {}).get("trace") if isinstance(verdict.get("checks"), Mapping) else None
-    if not isinstance(trace, Mapping) or not trace.get("kernels"):
+    table = traced_kernels(verdict.get("checks"))
+    if table is None:
         return None
-    calls = trace.get("traced_calls")
-    if not isinstance(calls, int) or calls < 1:
-        return None
+    rows, calls = table
     return [
-        {
-            "name": short_name(str(k["name"])),
-            "whose": str(k.get("whose", "custom")),
-            "launches": float(k["launches"]) / calls,
-            "us": float(k["us"]) / calls,
-        }
-        for k in trace["kernels"]
+        {"name": short_name(k["name"]), "whose": k["whose"], "launches": k["launches"] / calls, "us": k["us"] / calls}
+        for k in rows
     ]
 
 

@@ -273,3 +273,15 @@ def test_the_judge_keeps_only_well_formed_kernel_rows_from_the_runner():
     assert [row["name"] for row in clean[1:]] == ["n0"]  # the other rows of the first KERNELS_REPORTED: junk
     assert probes.clean_kernel_table({"kernels": 1}) == [] and probes.clean_kernel_table(None) == []
     assert len(probes.clean_kernel_table(rows[7:])) == probes.KERNELS_REPORTED
+
+
+def test_traced_kernels_reads_a_verdicts_table_back_as_data():
+    from kevin.evaluator.probes import traced_kernels
+
+    row = {"name": "k", "whose": "custom", "launches": 4.0, "us": 12.0}
+    assert traced_kernels({"trace": {"kernels": [row], "traced_calls": 4}}) == ([row], 4)
+    bad = {"name": "x", "whose": "custom", "launches": float("nan"), "us": 1.0}
+    assert traced_kernels({"trace": {"kernels": [bad, row], "traced_calls": 2}}) == ([row], 2)
+    for checks in (None, {}, {"trace": "no"}, {"trace": {"kernels": [row]}}, {"trace": {"kernels": [row], "traced_calls": 0}},
+                   {"trace": {"kernels": [row], "traced_calls": True}}, {"trace": {"kernels": [], "traced_calls": 3}}):
+        assert traced_kernels(checks) is None, checks
