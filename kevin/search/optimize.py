@@ -299,13 +299,13 @@ def run_optimize(
         reason = _no_winner_reason(all_rows, verification)
     out(("winner: " if winner is not None else "no winner: ") + reason)
 
-    if winner is not None and profile_reference is not None:
+    profiled = winner is not None and profile_reference is not None
+    if profiled:
         out("profiling the baseline for the report")
-    reference, winner_kernels = breakdown.for_winner(winner, task, profile_reference)
+    time_split = breakdown.for_winner(winner, task, profile_reference) if profiled else None
     written = _write_report(
-        out_dir, task, config, all_rows, winner, reason, verification, dropin, command,
-        time_split=(reference, winner_kernels) if winner is not None and profile_reference is not None else None,
-    )  # fmt: skip
+        out_dir, task, config, all_rows, winner, reason, verification, dropin, command, time_split=time_split
+    )
     out(f"written in {out_dir}: {', '.join(written)}")
     return OptimizeOutcome(
         out_dir,
