@@ -49,6 +49,7 @@ own modules (kevin.evaluator.torchbuild, buildrequest, buildflags).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -446,7 +447,8 @@ class Broker:
         except fastbuild.NotEligible as exc:
             return "", {}, str(exc), staging
         except fastbuild.FastBuildFailed as exc:
-            if buildfail.own_error(exc.output, staging, fastbuild.own_lines(plan), buildfail.reserved_macros()):
+            probe = self._probe(plan, staging / "probe")
+            if buildfail.own_error(exc.output, staging, fastbuild.own_lines(plan), buildfail.reserved_macros(), probe):
                 raise _OwnError(exc.output) from None
             lines = [line for line in str(exc).splitlines() if "error" in line]
             return "", {}, "light headers: " + (lines[0] if lines else "build failed")[:300], staging
@@ -460,6 +462,46 @@ class Broker:
             # Names the light headers leave unresolved: the real build decides.
             return "", {}, "fast build left names unresolved: " + problems[0][:250], staging
         return "fast", plan.functions, "", library
+
+    # probes: names torch's headers might declare (kevin.evaluator.buildfail)
+    def _probe(self, plan: fastbuild.Plan, directory: Path) -> buildfail.Probe:
+        """buildfail's probe for `plan`'s failed fast build: compiles with torch's headers and flags
+        the names not yet answered, and keeps each decisive answer under the cache root, keyed by
+        the toolchain, the plan's flags and the probe's preamble (the RL policy's mistakes repeat)."""
+
+        def probe(file: str, text: str, names: list[str]) -> set[str]:
+            preamble, _ = buildfail.probe_source(file, text, [])
+            context = json.dumps(
+                [
+                    fastbuild.shim_key(),
+                    self._overrides(),
+                    file,
+                    preamble,
+                    plan.extra_cflags,
+                    plan.extra_cuda_cflags,
+                    plan.extra_include_paths,
+                ]
+            )
+            paths = {name: self._probe_answer_path(context, name) for name in names}
+            answers: dict[str, bool] = {}
+            for name, path in paths.items():
+                with contextlib.suppress(OSError):
+                    answers[name] = path.read_text() == "undeclared"
+            missing = [name for name in names if name not in answers]
+            if missing:
+                source, lines = buildfail.probe_source(file, text, missing)
+                code, output = fastbuild.probe_compile(plan, file, source, directory, self.timeout_s, self._overrides())
+                found = buildfail.probe_verdict(code, output, file, lines)
+                for name, undeclared in (found or {}).items():
+                    answers[name] = undeclared
+                    _write_atomic(paths[name], "undeclared" if undeclared else "declared")
+            return {name for name in names if answers.get(name)}
+
+        return probe
+
+    def _probe_answer_path(self, context: str, name: str) -> Path:
+        digest = hashlib.sha256(f"{context}\n{name}".encode()).hexdigest()
+        return self.cache_root / ".probes" / digest[:2] / digest[2:32]
 
     # the shim and the symbol policies
     def _shim_library(self) -> tuple[Path, str]:
@@ -546,3 +588,12 @@ class Broker:
         with self._lock:
             self._reference = sets
         return sets
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in its folder, so readers see all or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+

@@ -27,6 +27,19 @@ when all of these hold:
 * nvcc's own count ("N errors detected in the compilation of") agrees with the errors read, so a
   diagnostic in a format this module does not parse cannot hide.
 
+An undefined name (`identifier "buf" is undefined`, `'buf' was not declared in this scope`: 27 of
+the 37 failed builds of s11's learning run, 45 s each for a full build that failed again) is the
+candidate's own only if no torch header declares it where the candidate uses it. That is asked of
+the compiler itself, with a probe (`probe_source`): a small file with the full build's own preamble,
+the candidate's include lines and using-directives, and one `sizeof(NAME)` per name, compiled with
+torch's flags and headers (the broker runs it and caches each name's answer per preamble). A name
+counts as undeclared only when the probe's one error on its line says so. And only where lookup in
+the candidate's file cannot differ from the probe's: no `#if`, no macro of its own above an include
+(it may configure the header), no namespace of its own (a `namespace at {` would extend torch's), no
+class with a base (inherited members), and the name not
+used as a call or template on its line (argument-dependent lookup searches the arguments'
+namespaces). Without a probe (the default), undefined names go to the full build as before.
+
 What this does not do: it never accepts a failed link, a timeout, a missing header, a killed
 compiler or anything it cannot read: those still go to the full build.
 """
@@ -36,7 +49,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +84,23 @@ SYNTAX = tuple(
     )
 )
 """Diagnostics about the candidate's characters and grammar alone."""
+
+UNDEFINED = (
+    re.compile(r'^identifier "(?P<name>[A-Za-z_]\w*)" is undefined$'),  # nvcc (EDG)
+    # g++, in the C locale's quotes or a UTF-8 locale's
+    re.compile(r"^['\u2018](?P<name>[A-Za-z_]\w*)['\u2019] was not declared in this scope(?:; did you mean .+\?)?$"),
+)
+"""Diagnostics that a name is not declared where it is used: the candidate's own only if a probe
+says no header declares it either."""
+
+_CONDITIONAL = re.compile(r"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b", re.M)
+_NAMESPACE = re.compile(r"\bnamespace\b")
+_USING_NAMESPACE = re.compile(r"\busing\s+namespace\b")
+_DERIVED = re.compile(r"\b(?:class|struct)\s+\w+(?:\s+final)?\s*:(?!:)")
+_INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.M)
+_MACRO_LINE = re.compile(r"^[ \t]*#[ \t]*(?:define|undef)\b", re.M)
+_USING_LINE = re.compile(r"^[ \t]*using\s+(?:namespace\s+)?[\w:]+\s*;", re.M)
+PROBE_PREFIX = "__kevin_probe_"
 
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _CAPITALS = re.compile(r"[A-Z][A-Z0-9_]+")
@@ -140,15 +170,78 @@ def _own_names(sources: Iterable[str]) -> set[str]:
     return names
 
 
+Probe = Callable[[str, str, list[str]], set[str]]
+"""(file, the candidate's text in it, names) -> the names no header declares there (a subset)."""
+
+
+def undefined_name(message: str) -> str | None:
+    for pattern in UNDEFINED:
+        match = pattern.match(message)
+        if match:
+            return match["name"]
+    return None
+
+
+def lookup_is_plain(text: str) -> bool:
+    """Whether unqualified lookup in the candidate's file `text` can only find what a probe at the
+    file's top finds, or its own names: no conditional compilation, no namespace of its own, no
+    class with a base (module docstring)."""
+    namespaces = len(_NAMESPACE.findall(text)) - len(_USING_NAMESPACE.findall(text))
+    if _CONDITIONAL.search(text) or namespaces or _DERIVED.search(text):
+        return False
+    # A macro of its own above an include may configure what that header declares; the probe
+    # includes the headers without it.
+    includes = [m.start() for m in _INCLUDE_LINE.finditer(text)]
+    macros = [m.start() for m in _MACRO_LINE.finditer(text)]
+    return not (includes and macros and min(macros) < max(includes))
+
+
+def probe_source(file: str, text: str, names: Iterable[str]) -> tuple[str, dict[int, str]]:
+    """The probe for `names` used in the candidate's `file` (main.cpp or cuda.cu; `text`: the
+    candidate's own lines there): the preamble the full build writes above them, the candidate's
+    include lines and using-directives/-declarations, then one line per name. (source, the line
+    number of each name's probe)."""
+    from kevin.evaluator.fastbuild import CUDA_PREAMBLE
+
+    preamble = list(CUDA_PREAMBLE) if file.endswith(".cu") else ["#include <torch/extension.h>"]
+    lines = [*preamble, *_INCLUDE_LINE.findall(text), *(m.strip() for m in _USING_LINE.findall(text))]
+    probes: dict[int, str] = {}
+    for index, name in enumerate(sorted(set(names))):
+        lines.append(f"static inline void {PROBE_PREFIX}{index}() {{ (void)sizeof({name}); }}")
+        probes[len(lines)] = name
+    return "\n".join(lines) + "\n", probes
+
+
+def probe_verdict(returncode: int, output: str, file: str, probes: Mapping[int, str]) -> dict[str, bool] | None:
+    """Each probed name: True when the compiler called it undeclared (the one error on its line says
+    so), False when it compiled or failed otherwise (the name exists in some form). None when the
+    probe answers nothing: an error anywhere else (an include line it could not compile), a killed
+    or timed-out compiler, an output with no error it can read."""
+    if returncode == 0:
+        return dict.fromkeys(probes.values(), False)
+    found, _ = diagnostics(output)
+    if returncode < 0 or not found or any(d.file != file or d.line not in probes for d in found):
+        return None
+    by_line: dict[int, list[Diagnostic]] = {}
+    for diagnostic in found:
+        by_line.setdefault(diagnostic.line, []).append(diagnostic)
+    return {
+        name: len(by_line.get(line, [])) == 1 and undefined_name(by_line[line][0].message) == name
+        for line, name in probes.items()
+    }
+
+
 def own_error(
     output: str,
     directory: Path,
     own_lines: Mapping[str, range],
     reserved: frozenset[str],
+    probe: Probe | None = None,
 ) -> list[Diagnostic] | None:
     """The fast build's errors when they are the candidate's own (see the module docstring), else
     None: the full build must decide. `directory` holds the fast build's sources, `own_lines` maps
-    each source file's name to the lines holding the candidate's text (fastbuild.own_lines)."""
+    each source file's name to the lines holding the candidate's text (fastbuild.own_lines);
+    `probe` answers for undefined names (without one they go to the full build)."""
     found, counted = diagnostics(output)
     if not found:
         return None
@@ -165,17 +258,28 @@ def own_error(
         line for name, lines in texts.items() for number, line in enumerate(lines, 1) if number in own_lines[name]
     ]
     defined = _own_names(candidate_text)
+    undefined: dict[str, set[str]] = {}
     for diagnostic in found:
         lines = own_lines.get(diagnostic.file)
         if lines is None or diagnostic.line not in lines:
             return None
-        if not any(pattern.search(diagnostic.message) for pattern in SYNTAX):
+        name = undefined_name(diagnostic.message)
+        if name is not None:
+            line = texts[diagnostic.file][diagnostic.line - 1]
+            if probe is None or re.search(rf"\b{name}\s*[(<]", line):
+                return None
+            undefined.setdefault(diagnostic.file, set()).add(name)
+        elif not any(pattern.search(diagnostic.message) for pattern in SYNTAX):
             return None
         first = max(lines.start, diagnostic.line - CONTEXT_LINES)
         window = texts[diagnostic.file][first - 1 : diagnostic.line]
         for name in _IDENTIFIER.findall("\n".join(window)):
             if name in reserved or (_CAPITALS.fullmatch(name) and name not in defined):
                 return None
+    for file, names in sorted(undefined.items()):
+        own_text = "\n".join(texts[file][number - 1] for number in own_lines[file] if number <= len(texts[file]))
+        if not lookup_is_plain(own_text) or probe(file, own_text, sorted(names)) != names:
+            return None
     return found
 
 

@@ -490,6 +490,34 @@ def compile_library(
     return directory / f"{plan.name}.so"
 
 
+def probe_compile(
+    plan: Plan,
+    file: str,
+    text: str,
+    directory: Path,
+    timeout: float | None = None,
+    overrides: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Compile `text` as `file` (main.cpp or cuda.cu) into an object file with torch's own flags and
+    headers, exactly as the full build compiles that file of `plan` (its extra flags and include
+    paths), in (a fresh) `directory`; nothing is linked. (returncode, output). For
+    kevin.evaluator.buildfail's probes: does a name exist once torch's headers are in?"""
+    ninja = shutil.which("ninja")
+    if ninja is None:
+        raise NotEligible("ninja not found")
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    source = directory / file
+    _write(source, text)
+    with environment(overrides):
+        flags = _ninja_flags(plan, directory, [str(source)])
+    _write(directory / "build.ninja", flags)
+    target = re.search(rf"^build (\S+): \w*compile \S*{re.escape(file)}\b", flags, re.M)
+    if target is None:
+        raise NotEligible(f"torch's build file names no object for {file}")
+    return run_killable([ninja, "-C", str(directory), target.group(1)], directory, timeout)
+
+
 def build(plan: Plan, directory: Path, cache_root: Path) -> Any:
     """Build `plan` in `directory` with the light headers and load it; FastBuildFailed if it does not build.
     (The legacy in-process path of kevin.evaluator.build.install; the broker uses `compile_library`.)"""
