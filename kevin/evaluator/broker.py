@@ -42,7 +42,11 @@ embedded in its library; run the broker's builds under read rules (Landlock) tha
 directories and secrets. Compile-time resource use is bounded only by the timeout. The symbol check's
 own limits are in kevin.evaluator.symbols.
 
-Why one module of ~530 lines: the broker class and its manifest checks are one protocol over one
+A failed fast build whose error is an undefined name asks a probe first (kevin.evaluator.buildfail):
+a small compile with torch's headers, whose answers per name the broker keeps under the cache
+root's `.probes/` (written by the broker alone, like every entry).
+
+Why one module of ~600 lines: the broker class and its manifest checks are one protocol over one
 cache layout; torch's build in a throwaway process, the request's and the flags' checks are their
 own modules (kevin.evaluator.torchbuild, buildrequest, buildflags).
 """
