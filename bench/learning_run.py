@@ -13,8 +13,9 @@ Phases of the first launch (its budget covers them all; a watchdog ends the proc
 
     family     600 training and 8 held-out tasks (kevin.train.family, --train-tasks) at the GPU
                size; held-out tasks are op combinations never seen in training        ~1 s
-    corpus     every kernel variant of the training tasks as (prompt, completion) samples, and
-               2 variants drawn per held-out task for the baseline (kevin.train.corpus) ~2 s
+    corpus     every kernel variant of the training tasks as (prompt, completion) samples, each
+               task also with 2 other draws of its constants (--constant-draws 3), and 2
+               variants drawn per held-out task for the baseline (kevin.train.corpus)   ~5 s
     baseline   the corpus-average baseline: those held-out variants evaluated on the GPU, as
                the policy's kernels are (also times the held-out references, which the later
                evaluations reuse, and builds the evaluator's shim unless the cache holds it:
@@ -141,6 +142,8 @@ class Watchdog:
 
 class LearningRun:
     def __init__(self, args: argparse.Namespace, evaluator_factory=None) -> None:
+        if args.constant_draws < 1:
+            raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
         self.args = args
         self.out = Path(args.out)
         self.work = Path(args.work or tempfile.mkdtemp(prefix="kevin-learning-"))
@@ -315,7 +318,9 @@ class LearningRun:
             self.run_rl(self.work / "sft", family_dir, self.real_evaluator())
             self.phase(f"rl (launch {len(self.record['launches'])})", since)
             return self.finish(watchdog)
-        samples = corpora.build_corpus(specs, train_tasks, self.args.backend)
+        samples = corpora.build_corpus(
+            specs, train_tasks, self.args.backend, constant_draws=self.args.constant_draws, seed=self.args.seed
+        )
         self.phase("family+corpus", since)
         since = time.monotonic()
         evaluator, picks, futures = self.start_baseline(specs, heldout)
@@ -324,7 +329,7 @@ class LearningRun:
         stats = corpora.corpus_stats(samples, prepared.codec.count_tokens)
         (self.kept / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.kept / "corpus_sample.jsonl")
-        self.record["corpus"] = stats
+        self.record["corpus"] = {**stats, "constant_draws": self.args.constant_draws}
         self.finish_baseline(picks, futures, self.args.baseline_s)
         self.phase("baseline", since)
         since = time.monotonic()
@@ -394,6 +399,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--baseline-s", type=float, default=90.0, help="most seconds to wait for the baseline"
     )
     parser.add_argument("--baseline-per-task", type=int, default=2, help="corpus variants per held-out task")
+    parser.add_argument(
+        "--constant-draws",
+        type=int,
+        default=corpora.CONSTANT_DRAWS,
+        help="draws of each training task's constants in the SFT corpus (kevin.train.corpus; 1: as written, "
+        "sessions 10-14)",
+    )
     parser.add_argument(
         "--train-tasks", type=int, default=600, help="training tasks of the family (full scale; 8 held out; 120 memorised, s10)"
     )

@@ -14,6 +14,13 @@ answer format). Its completion is what the model must learn to write, in the for
     Fused gelu and relu into one kernel: float4 loads and stores, one float4 per thread, 256 threads per block.
 
 The code comes from `kevin.train.kernels` (every variant of the task: honest, slow and wrong).
+
+Constants are copied, not recalled: with `constant_draws=K`, each training task also appears with up
+to K-1 other draws of its constants (scale, bias, leaky slope; same ops, order and shape, so no
+held-out signature leaks in), each with its own prompt and kernels. Without them a task's signature
+always came with one constant, and the 26M warm start wrote the constant it had memorised for a
+similar chain instead of the one in the prompt: most of its wrong held-out kernels in sessions
+13-14 differed from a right one only there (scale 0.25 for 3.0, leaky 0.2 for 0.01).
 The warm start imitates the whole corpus on purpose: the supervised policy then picks a variant about
 as the corpus does, and the RL phase has something to improve (fewer wrong and slow picks). The
 plan line names the variant's choices before the code, so a choice is a handful of tokens.
@@ -25,6 +32,8 @@ policy's kernels. This module builds text; it neither tokenizes (kevin.train.sft
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -32,11 +41,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kevin.rl.prompts import build_prompt
-from kevin.tasks import Task
-from kevin.train.family import TaskSpec
+from kevin.tasks import BUNDLED_SIZES, Task, with_size
+from kevin.train.family import OPS, TaskSpec
 from kevin.train.kernels import LABELS, Variant, variants
 
 CORPUS_FILE = "corpus.jsonl"
+CONSTANT_DRAWS = 3
+"""Draws of each training task's constants in the warm-start corpus (`kevin sft`, the learning run):
+600 tasks give ~26k samples, about one pass of the h200 SFT schedule (1600 steps x 16)."""
 
 
 @dataclass(frozen=True)
@@ -60,21 +72,63 @@ def _paired(specs: Sequence[TaskSpec], tasks: Sequence[Task]) -> list[tuple[Task
 
 
 def build_corpus(
-    specs: Sequence[TaskSpec], tasks: Sequence[Task], backend: str, *, labels: Iterable[str] = LABELS
+    specs: Sequence[TaskSpec],
+    tasks: Sequence[Task],
+    backend: str,
+    *,
+    labels: Iterable[str] = LABELS,
+    constant_draws: int = 1,
+    seed: int = 0,
 ) -> list[Sample]:
     """One sample per variant of every task in `tasks` (matched to `specs` by id) with a label in
-    `labels`, in task order."""
+    `labels`, in task order; with `constant_draws` > 1, also per variant of up to that many draws of
+    each task's constants in all (the task's own first; `constant_draws_of`)."""
     wanted = set(labels)
     unknown = wanted - set(LABELS)
     if unknown:
         raise ValueError(f"unknown labels {sorted(unknown)}; use {', '.join(LABELS)}")
+    if constant_draws < 1:
+        raise ValueError("constant_draws must be at least 1 (1: each task as written)")
+    rng = random.Random(seed)
     samples = []
     for spec, task in _paired(specs, tasks):
-        prompt = build_prompt(task, [], backend=backend).text
-        for variant in variants(spec, backend):
-            if variant.label in wanted:
-                samples.append(Sample(task.id, variant.name, variant.label, prompt, completion_text(variant)))
+        for drawn, drawn_task in constant_draws_of(spec, task, constant_draws, rng):
+            prompt = build_prompt(drawn_task, [], backend=backend).text
+            for variant in variants(drawn, backend):
+                if variant.label in wanted:
+                    samples.append(Sample(task.id, variant.name, variant.label, prompt, completion_text(variant)))
     return samples
+
+
+def constant_draws_of(
+    spec: TaskSpec, task: Task, count: int, rng: random.Random
+) -> list[tuple[TaskSpec, Task]]:
+    """(spec, task) as written, then up to `count` - 1 other assignments of its ops' constants drawn
+    without replacement from the ops' choices (fewer when the ops have fewer; none for ops without a
+    constant), each as a spec and a task at the size `task` was written at (same id: a corpus
+    sample names the task it teaches)."""
+    own = tuple(c for _, c in spec.ops)
+    choices = [OPS[name].constants or (None,) for name, _ in spec.ops]
+    others = [combo for combo in itertools.product(*choices) if combo != own]
+    size = _written_size(spec, task)
+    if count == 1 or not others or size is None:
+        return [(spec, task)]
+    drawn = []
+    for combo in rng.sample(others, min(count - 1, len(others))):
+        other = dataclasses.replace(spec, ops=tuple((name, c) for (name, _), c in zip(spec.ops, combo)))
+        source = with_size(other.source(), size)
+        drawn.append((other, Task.from_source(
+            source, id=task.id, name=task.name, level=task.level, problem=task.problem, origin=task.origin
+        )))
+    return [(spec, task), *drawn]
+
+
+def _written_size(spec: TaskSpec, task: Task) -> str | None:
+    """The size `task`'s file was written at from `spec` (None when the file is not the spec's)."""
+    for size in BUNDLED_SIZES:
+        if with_size(spec.source(), size) == task.source:
+            return size
+    return None
 
 
 def corpus_baseline_picks(

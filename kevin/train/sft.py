@@ -43,7 +43,7 @@ import torch
 
 from kevin.errors import UsageError
 from kevin.train.config import ModelConfig
-from kevin.train.corpus import Sample
+from kevin.train.corpus import CONSTANT_DRAWS, Sample
 
 SFT_LOG = "sft_log.jsonl"
 SFT_RECORD = "sft.json"
@@ -387,7 +387,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.time_limit_s is not None:
         changes["time_limit_s"] = args.time_limit_s if args.time_limit_s > 0 else None
     config = dataclasses.replace(config, seed=args.seed, **changes)
-    samples = build_corpus(specs, train_tasks, args.backend)
+    if args.constant_draws < 1:
+        raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
+    samples = build_corpus(specs, train_tasks, args.backend, constant_draws=args.constant_draws, seed=args.seed)
     train_sft(config, samples, out_dir, validation=build_corpus(specs, heldout_tasks, args.backend))
     return 0
 
@@ -411,5 +413,11 @@ def register_commands(subparsers) -> None:
     parser.add_argument("--batch-size", type=int, help="samples per step (default: the preset's)")
     parser.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
     parser.add_argument("--time-limit-s", type=float, help="stop training after this many seconds (0: none)")
+    parser.add_argument(
+        "--constant-draws",
+        type=int,
+        default=CONSTANT_DRAWS,
+        help=f"draws of each task's constants in the corpus (default {CONSTANT_DRAWS}; 1: each task as written)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(run=_run)

@@ -5,6 +5,8 @@ and the C++ ones are judged right or wrong by the real cpp back end."""
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import shutil
 import subprocess
 from collections import Counter
@@ -15,8 +17,14 @@ import pytest
 from kevin.gate.check import check_source
 from kevin.rl.candidate import parse_completion
 from kevin.rl.prompts import build_prompt
-from kevin.train.corpus import build_corpus, corpus_baseline_picks, corpus_stats, tokenizer_texts
-from kevin.train.family import generate_family, load_family, write_family
+from kevin.train.corpus import (
+    build_corpus,
+    constant_draws_of,
+    corpus_baseline_picks,
+    corpus_stats,
+    tokenizer_texts,
+)
+from kevin.train.family import OPS, c_float, generate_family, load_family, write_family
 from kevin.train.kernels import LABELS, variants
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,6 +88,50 @@ def test_labels_filter_and_baseline_picks_are_seeded(family):
         v.name for _, v in corpus_baseline_picks(specs, heldout, "cuda", per_task=4, seed=1)
     ]
     assert {t.id for t, _ in picks} == {t.id for t in heldout}
+
+
+def _constants(spec) -> tuple:
+    return tuple(c for _, c in spec.ops)
+
+
+def test_constant_draws_teach_copying_the_prompts_constant_without_new_signatures(family):
+    specs, train, heldout = family
+    by_id = {s.task_id: s for s in specs}
+    samples = build_corpus(specs, train, "cuda", constant_draws=3, seed=5)
+    once = build_corpus(specs, train, "cuda")
+    assert samples != once and samples == build_corpus(specs, train, "cuda", constant_draws=3, seed=5)
+    assert {s.task_id for s in samples} == {t.id for t in train}  # no held-out task, no new id
+    for task in train:
+        spec = by_id[task.id]
+        every = constant_draws_of(spec, task, 1000, random.Random(0))  # all assignments, the task's first
+        assert every[0] == (spec, task)
+        assert len({_constants(d) for d, _ in every}) == len(every), "assignments differ from each other"
+        by_prompt = {build_prompt(t, [], backend="cuda").text: d for d, t in every}
+        for other, other_task in every:
+            assert other.signature == spec.signature and other.shape == spec.shape
+            assert all(c is None or c in OPS[name].constants for name, c in other.ops)
+            assert other_task.id == task.id and 'SIZE = "small"' in other_task.source
+        mine = [s for s in samples if s.task_id == task.id]
+        prompts = {s.prompt for s in mine}
+        assert len(prompts) == min(3, len(every)), spec.name
+        assert build_prompt(task, [], backend="cuda").text in prompts and prompts <= set(by_prompt)
+        for sample in (s for s in mine if s.label != "wrong"):  # right kernels copy the prompt's constants
+            code = parse_completion(sample.completion).candidate
+            for name, c in by_prompt[sample.prompt].ops:
+                if c is not None:
+                    assert OPS[name].c_form.format(c=c_float(c)) in code, (sample.variant, name, c)
+    # held-out signatures stay out: the corpus's prompts name only training signatures
+    held_signatures = {by_id[t.id].signature for t in heldout}
+    assert not held_signatures & {by_id[t.id].signature for t in train}
+
+
+def test_constant_draws_of_a_task_not_written_from_its_spec_keep_it_as_is(family):
+    specs, train, _ = family
+    spec = next(s for s in specs if s.task_id == train[0].id and any(c is not None for _, c in s.ops))
+    edited = dataclasses.replace(train[0], source=train[0].source + "\n# edited\n")
+    assert constant_draws_of(spec, edited, 3, random.Random(0)) == [(spec, edited)]
+    with pytest.raises(ValueError, match="constant_draws"):
+        build_corpus(specs, train, "cuda", constant_draws=0)
 
 
 def test_completions_fit_the_token_budget(family):

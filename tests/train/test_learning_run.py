@@ -62,6 +62,7 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert record["corpus_average"]["speedup"] == pytest.approx(1.25)
     assert record["before"]["step"] == 0 and record["after"]["step"] == record["rl"]["steps"] == 2
     assert record["sft"]["steps"] == 4 and record["partial"] is None
+    assert record["corpus"]["constant_draws"] == 3  # the default: each task with 3 draws of its constants
     assert set(record["phases_s"]) == {"family+corpus", "baseline", "sft", "rl"}
     assert len(record["training"]) == 2
     config = json.loads((out / "rl" / "config.json").read_text())
@@ -176,6 +177,12 @@ def test_resume_without_a_first_launch_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "empty"), "--scale", "toy", "--resume"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
     assert "start without --resume" in capsys.readouterr().err
+
+
+def test_no_constant_draws_is_a_usage_error(tmp_path, capsys):
+    argv = ["--out", str(tmp_path / "out"), "--scale", "toy", "--constant-draws", "0"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "--constant-draws 0: use 1 or more" in capsys.readouterr().err
 
 
 class SlowPolicy(CyclingPolicy):
