@@ -12,7 +12,10 @@ Phases of the first launch (its budget covers them all; a watchdog ends the proc
 40 s and still writes what it has):
 
     family     600 training and 8 held-out tasks (kevin.train.family, --train-tasks) at the GPU
-               size; held-out tasks are op combinations never seen in training        ~1 s
+               size; held-out tasks are op combinations never seen in training; --rl-tasks N
+               keeps N training combinations out of the corpus as the RL phase's only tasks
+               (`split_rl.json`), so that RL rewards reading a prompt the warm start never
+               memorised, as the held-out tasks need                                     ~1 s
     corpus     every kernel variant of the training tasks as (prompt, completion) samples, each
                task also with 2 other draws of its constants (--constant-draws 3), and 2
                variants drawn per held-out task for the baseline (kevin.train.corpus)   ~5 s
@@ -86,9 +89,12 @@ from kevin.train.config import TrainConfig  # noqa: E402
 from kevin.train.overrides import apply_overrides  # noqa: E402
 
 RECORD_FILE = "record.json"
+RL_SPLIT_FILE = "split_rl.json"
+"""The RL phase's split with --rl-tasks: those tasks to train on, the held-out ones to evaluate."""
 REPORT_RESERVE_S = 35.0
 """Budget kept back from the RL loop for its setup, teardown and the report."""
-TOY_TRAIN = {"act": 2, "rowreduce": 1, "softmax": 1}
+TOY_TRAIN = {"act": 10, "rowreduce": 1, "softmax": 1}
+"""Eight single-op tasks, two chains (what --rl-tasks draws from), a plain row sum, a plain softmax."""
 TOY_HELDOUT = {"act": 1, "softmax": 1}
 
 
@@ -142,6 +148,8 @@ class Watchdog:
 
 class LearningRun:
     def __init__(self, args: argparse.Namespace, evaluator_factory=None) -> None:
+        if args.rl_tasks < 0:
+            raise UsageError(f"--rl-tasks {args.rl_tasks}: use 0 (none) or more")
         if args.constant_draws < 1:
             raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
         self.args = args
@@ -182,22 +190,39 @@ class LearningRun:
     # -- phases --------------------------------------------------------------------------------
 
     def write_family(self):
+        """The family (written by the first launch), and its RL-only tasks (--rl-tasks: training
+        combinations kept out of the corpus, the RL phase's whole training split, `split_rl.json`)."""
         full = self.args.scale == "full"
         directory = self.work / "family"
+        rl_only = self.record.get("family", {}).get("rl_only", 0) if self.resuming else self.args.rl_tasks
+        if self.resuming and self.args.rl_tasks not in (0, rl_only):
+            raise UsageError(
+                f"--rl-tasks {self.args.rl_tasks}: the run in {self.work} has {rl_only}; resume without it"
+            )
         if not self.resuming:
             specs = families.generate_family(
                 self.args.seed,
                 train_counts=families.train_counts(self.args.train_tasks) if full else TOY_TRAIN,
                 heldout_counts=None if full else TOY_HELDOUT,
             )
+            rl_ids = families.rl_only_ids(specs, rl_only, self.args.seed) if rl_only else []
             size = "large" if self.args.backend == "cuda" else "small"
             families.write_family(directory, specs, size=size)
+            if rl_ids:
+                split = {"train": rl_ids, "holdout": [s.task_id for s in specs if s.heldout]}
+                (directory / RL_SPLIT_FILE).write_text(json.dumps(split, indent=2) + "\n", encoding="utf-8")
+                shutil.copy(directory / RL_SPLIT_FILE, self.kept / RL_SPLIT_FILE)
             shutil.copy(directory / families.SPLIT_FILE, self.kept / "split.json")
             shutil.copy(directory / families.SPEC_FILE, self.kept / "family.json")
         specs, train, heldout = families.load_family(directory)
+        self.rl_split = directory / (RL_SPLIT_FILE if rl_only else families.SPLIT_FILE)
+        if rl_only:
+            rl_ids = set(json.loads(self.rl_split.read_text(encoding="utf-8"))["train"])
+            train = [task for task in train if task.id not in rl_ids]  # the corpus's tasks
         self.record["family"] = {
             "train": len(train),
             "heldout": len(heldout),
+            "rl_only": rl_only,
             "size": "large" if self.args.backend == "cuda" else "small",
         }
         return directory, specs, train, heldout
@@ -278,7 +303,7 @@ class LearningRun:
         overrides = [
             f"model.name_or_path={checkpoint}",
             f"loop.tasks={family_dir}",
-            f"loop.split={family_dir / families.SPLIT_FILE}",
+            f"loop.split={self.rl_split}",
             f"loop.time_limit_s={max(1.0, time_limit_s):.0f}",
         ]
         return apply_overrides(self.base_config(), overrides)
@@ -408,6 +433,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--train-tasks", type=int, default=600, help="training tasks of the family (full scale; 8 held out; 120 memorised, s10)"
+    )
+    parser.add_argument(
+        "--rl-tasks",
+        type=int,
+        default=0,
+        help="training combinations kept out of the SFT corpus, the RL phase's only tasks (0: RL on the "
+        "corpus's own tasks, sessions 10-15; kevin.train.family.rl_only_ids)",
     )
     parser.add_argument(
         "--resume",

@@ -368,6 +368,30 @@ def generate_family(
     return specs
 
 
+def is_combination(spec: TaskSpec) -> bool:
+    """Whether `spec` combines pieces (a chain of ops, ops before a reduction or softmax, a residual
+    with ops), as every held-out task does; single ops, plain reductions, the plain softmax and the
+    plain residual are the pieces themselves."""
+    base, _ = _signature_pool(spec.kind)
+    return spec.signature not in base
+
+
+def rl_only_ids(specs: Sequence[TaskSpec], count: int, seed: int = 0) -> list[str]:
+    """`count` training tasks, all combinations, kept out of the warm-start corpus for the RL phase
+    alone (the learning run's --rl-tasks), drawn with a seeded generator, in task order. RL on tasks
+    the warm start memorised rewards the choice of variant only; on combinations it has never seen,
+    a kernel is right only when the policy reads the prompt's ops and constants, which is what the
+    held-out tasks ask."""
+    pool = [spec for spec in specs if not spec.heldout and is_combination(spec)]
+    if count > len(pool):
+        raise UsageError(
+            f"--rl-tasks {count}: the family has {len(pool)} training combinations; ask for fewer "
+            "or for more training tasks"
+        )
+    chosen = set(random.Random(seed ^ 0x5EED).sample([spec.task_id for spec in pool], count))
+    return [spec.task_id for spec in specs if spec.task_id in chosen]
+
+
 def write_family(directory: str | Path, specs: Sequence[TaskSpec], *, size: str = "large") -> Path:
     """The problem files at `size`, `split.json` and `family.json` in `directory` (created; files of
     another family there are an error)."""

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kevin.cli import main as kevin_main
+from kevin.errors import UsageError
 from kevin.tasks import load_tasks
 from kevin.train.family import (
     KINDS,
@@ -17,8 +18,10 @@ from kevin.train.family import (
     TRAIN_COUNTS,
     capacity,
     generate_family,
+    is_combination,
     load_family,
     read_family,
+    rl_only_ids,
     train_counts,
     write_family,
 )
@@ -177,3 +180,17 @@ def test_train_counts_fill_each_kind_to_its_capacity_and_no_further():
     held = {s.signature for s in specs if s.heldout}
     assert len(train) == 600 and len({s.signature for s in train}) == 600
     assert not held & {s.signature for s in train}
+
+
+def test_rl_only_tasks_are_seeded_training_combinations():
+    specs = generate_family(0, train_counts=train_counts(600))
+    by_id = {spec.task_id: spec for spec in specs}
+    chosen = rl_only_ids(specs, 100, seed=3)
+    assert chosen == rl_only_ids(specs, 100, seed=3) and chosen != rl_only_ids(specs, 100, seed=4)
+    assert len(set(chosen)) == 100 and chosen == sorted(chosen, key=lambda i: by_id[i].number)
+    assert all(not by_id[i].heldout and is_combination(by_id[i]) for i in chosen)
+    assert not any(is_combination(s) for s in specs if len(s.ops) == 0 and s.kind != "act")
+    assert not is_combination(next(s for s in specs if s.kind == "act" and len(s.ops) == 1))
+    pool = sum(not s.heldout and is_combination(s) for s in specs)
+    with pytest.raises(UsageError, match=f"has {pool} training combinations"):
+        rl_only_ids(specs, pool + 1)

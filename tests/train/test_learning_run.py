@@ -57,7 +57,7 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     ):  # fmt: skip
         assert (out / name).exists(), name
     record = json.loads((out / "metrics.json").read_text())
-    assert record["family"] == {"train": 4, "heldout": 2, "size": "small"}
+    assert record["family"] == {"train": 12, "heldout": 2, "rl_only": 0, "size": "small"}
     assert record["corpus_average"]["variants"] == 4 and record["corpus_average"]["correct"] == 1.0
     assert record["corpus_average"]["speedup"] == pytest.approx(1.25)
     assert record["before"]["step"] == 0 and record["after"]["step"] == record["rl"]["steps"] == 2
@@ -177,6 +177,35 @@ def test_resume_without_a_first_launch_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "empty"), "--scale", "toy", "--resume"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
     assert "start without --resume" in capsys.readouterr().err
+
+
+def test_rl_only_tasks_stay_out_of_the_corpus_and_are_the_rl_phases_split(tmp_path, capsys):
+    from kevin.train.family import is_combination, read_family
+
+    work = tmp_path / "work"
+    common = ["--work", str(work), "--scale", "toy", "--backend", "cpp", "--budget-s", "300"]
+    common += ["--baseline-per-task", "1", "--set", "loop.stop_after_steps=1"]
+    argv = ["--out", str(tmp_path / "l1"), *common, "--rl-tasks", "2"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    record = json.loads((tmp_path / "l1" / "metrics.json").read_text())
+    assert record["family"] == {"train": 10, "heldout": 2, "rl_only": 2, "size": "small"}
+    assert record["corpus"]["tasks"] == 10
+    rl_split = json.loads((tmp_path / "l1" / "split_rl.json").read_text())
+    specs = {spec.task_id: spec for spec in read_family(work / "family")}
+    assert len(rl_split["train"]) == 2 and all(is_combination(specs[i]) for i in rl_split["train"])
+    assert rl_split["holdout"] == json.loads((tmp_path / "l1" / "split.json").read_text())["holdout"]
+    config = json.loads((tmp_path / "l1" / "rl" / "config.json").read_text())
+    assert config["loop"]["split"] == str(work / "family" / "split_rl.json")
+    trained = {json.loads(line)["task"] for line in (work / "rl" / "episodes.jsonl").read_text().splitlines()}
+    assert trained and trained <= set(rl_split["train"]), "the RL phase trains on the RL-only tasks alone"
+    # a later launch keeps the run's own --rl-tasks; another count is a usage error
+    capsys.readouterr()
+    argv = ["--out", str(tmp_path / "l2"), *common, "--resume", "--rl-tasks", "1"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "--rl-tasks 1: the run in" in capsys.readouterr().err
+    argv = ["--out", str(tmp_path / "l2"), *common, "--resume"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    assert json.loads((tmp_path / "l2" / "metrics.json").read_text())["family"]["rl_only"] == 2
 
 
 def test_no_constant_draws_is_a_usage_error(tmp_path, capsys):

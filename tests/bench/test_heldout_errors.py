@@ -1,0 +1,62 @@
+"""bench/heldout_errors.py sorts a held-out kernel by its `f` against the task's spec: the corpus's
+own kernels, edited the ways a small policy gets them wrong, land in the class named for it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import heldout_errors  # noqa: E402
+
+from kevin.evaluator.result import EvalResult  # noqa: E402
+from kevin.train.family import SPEC_FILE, TaskSpec  # noqa: E402
+from kevin.train.kernels import variants  # noqa: E402
+
+SPEC = TaskSpec(
+    number=7, kind="act", ops=(("leaky", 0.1), ("relu", None), ("scale", 3.0)), reduce="",
+    shape=(4096, 8192), small_shape=(64, 128), heldout=True,
+)  # fmt: skip
+
+
+def _honest() -> str:
+    return next(v.source for v in variants(SPEC, "cuda") if v.label == "honest")
+
+
+def test_each_way_of_getting_f_wrong_has_its_class():
+    source = _honest()
+    assert heldout_errors.classify(SPEC, source, passed=True) == "passed"
+    assert heldout_errors.classify(SPEC, source, passed=False) == "f right"
+    assert heldout_errors.classify(SPEC, source.replace("v * 3.0f", "v * 0.25f"), False) == "constant"
+    swapped = source.replace("    v = fmaxf(v, 0.0f);\n", "").replace(
+        "    v = v * 3.0f;\n", "    v = v * 3.0f;\n    v = fmaxf(v, 0.0f);\n"
+    )
+    assert swapped != source
+    assert heldout_errors.classify(SPEC, swapped, False) == "ops"
+    other = dataclasses.replace(SPEC, ops=(("leaky", 0.1), ("gelu", None), ("scale", 3.0)))
+    assert heldout_errors.classify(SPEC, next(v.source for v in variants(other, "cuda")), False) == "ops"
+    assert heldout_errors.classify(SPEC, source.replace("fmaxf(v, 0.0f)", "fmaxf(v, b)"), False) == "no f"
+    assert heldout_errors.classify(SPEC, None, False) == "no f"
+
+
+def test_the_script_counts_a_runs_heldout_file_by_step(tmp_path, capsys):
+    (tmp_path / SPEC_FILE).write_text(json.dumps({"size": "large", "tasks": [SPEC.to_dict()]}))
+    ok = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.5).to_dict()
+    wrong = EvalResult(stage="correctness", compiled=True, correct=False).to_dict()
+    rows = [
+        {"step": 0, "task": SPEC.task_id, "candidate": _honest(), "verdict": ok},
+        {"step": 0, "task": SPEC.task_id, "candidate": _honest().replace("3.0f", "2.0f"), "verdict": wrong},
+        {"step": 8, "task": SPEC.task_id, "candidate": "garbled", "verdict": wrong},
+    ]
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert heldout_errors.main([str(tmp_path), "--json", str(tmp_path / "e.json")]) == 0
+    counts = json.loads((tmp_path / "e.json").read_text())
+    assert counts["0"]["passed"] == 1 and counts["0"]["constant"] == 1 and counts["8"]["no f"] == 1
+    assert "step  samples" in capsys.readouterr().out
+    assert heldout_errors.main([str(tmp_path / "nowhere")]) == 2
+    assert "no family.json" in capsys.readouterr().err
