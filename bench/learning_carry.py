@@ -47,13 +47,26 @@ def _parts(directory: Path) -> list[Path]:
     return sorted(directory.glob(PART_PREFIX + "*"))
 
 
-def pack(work: Path, dest: Path, *, part_bytes: int = PART_BYTES) -> list[Path]:
-    """Write the parts of `work` into `dest` (emptied of older parts first); returns them."""
-    from kevin.train.checkpoint import CHECKPOINTS_DIR, LATEST_FILE, latest_checkpoint, slim_checkpoint
+def pack(work: Path, dest: Path, *, part_bytes: int = PART_BYTES, attempts: int = 3) -> list[Path]:
+    """Write the parts of `work` into `dest` (emptied of older parts first); returns them. The run
+    may be going on (a live carry): a checkpoint it deletes while this reads it (the next one is
+    saved) makes this start again from the newest."""
+    from kevin.train.checkpoint import latest_checkpoint
 
-    checkpoint = latest_checkpoint(work / "rl")
-    if checkpoint is None:
-        raise UsageError(f"pack: {work / 'rl'} has no checkpoint to carry; run the RL phase first")
+    for attempt in range(attempts):
+        checkpoint = latest_checkpoint(work / "rl")
+        if checkpoint is None:
+            raise UsageError(f"pack: {work / 'rl'} has no checkpoint to carry; run the RL phase first")
+        try:
+            return _pack(work, dest, checkpoint, part_bytes)
+        except FileNotFoundError:
+            if attempt == attempts - 1 or checkpoint.is_dir():
+                raise
+    raise AssertionError("unreachable")
+
+
+def _pack(work: Path, dest: Path, checkpoint: Path, part_bytes: int) -> list[Path]:
+    from kevin.train.checkpoint import CHECKPOINTS_DIR, LATEST_FILE, slim_checkpoint
 
     def skip(folder: str, names: list[str]) -> set[str]:
         here = Path(folder)
@@ -68,6 +81,8 @@ def pack(work: Path, dest: Path, *, part_bytes: int = PART_BYTES) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="kevin-carry-") as tmp:
         staged = Path(tmp) / "work"
         shutil.copytree(work, staged, ignore=skip)
+        for log in staged.rglob("*.jsonl"):  # a running run may be half-way through a line
+            _drop_partial_line(log)
         checkpoints = staged / "rl" / CHECKPOINTS_DIR
         slim_checkpoint(checkpoint, checkpoints / checkpoint.name)
         (checkpoints / LATEST_FILE).write_text(checkpoint.name + "\n", encoding="utf-8")
@@ -83,6 +98,13 @@ def pack(work: Path, dest: Path, *, part_bytes: int = PART_BYTES) -> list[Path]:
                 part.write_bytes(chunk)
                 written.append(part)
     return written
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut `path` after its last newline: what a reader of a file being appended can find."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
 def unpack(parts_dir: Path, work: Path) -> dict:

@@ -27,6 +27,10 @@
 # this machine with the tree (e.g. .out/carry): the run starts from them instead of from scratch.
 # CARRY_OUT=1: the run ends by writing its work folder as parts (bf16 weights, ~50 MB in 15 MiB
 # files); the call that sees the run end returns them in $OUT for the next session's CARRY_IN.
+# With DETACH, a call that leaves the run going also packs its latest checkpoint then (a live
+# carry, ~10 s: keep WAIT_S <= 560), so a machine lost to a late next call (s13, s14, s15) costs
+# only the steps since that checkpoint: pass `--set loop.checkpoint_every=2` (LEARN_ARGS) for them.
+# CARRY_SCRIPT: the packer (default bench/learning_carry.py; tests use a stand-in).
 # Writes $OUT/learning_run<N>.log and $OUT/learn<N>.tgz (N = CALL or LAUNCH): the report (--out)
 # once the run has written it, and the RL run's episodes, held-out and metrics files so far.
 set -uo pipefail
@@ -79,6 +83,16 @@ if [ -n "${DETACH:-}" ]; then
   while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
   if kill -0 "$pid" 2>/dev/null; then
     echo "learning_launch: the run goes on (call again with CALL=$((n + 1)) within 30 s to keep the machine)"
+    if [ -n "${CARRY_OUT:-}" ]; then  # a late next call loses the machine: keep the last checkpoint
+      live=$root/kevin-learn-carry-live
+      if timeout 60 python3 "${CARRY_SCRIPT:-bench/learning_carry.py}" pack --work "$work" --out "$live" \
+          > "$state/live_carry.log" 2>&1; then
+        cp "$live"/carry.tgz.part* "$OUT"/
+        echo "learning_launch: live carry: $(tail -n 1 "$state/live_carry.log")"
+      else
+        echo "learning_launch: no live carry yet: $(tail -n 1 "$state/live_carry.log")"
+      fi
+    fi
   else
     echo "learning_launch: the run has ended"
   fi

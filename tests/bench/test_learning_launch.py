@@ -124,12 +124,43 @@ def test_carry_in_and_out_reach_the_run_and_the_parts_come_back_when_it_ends(tmp
     (tmp_path / "stand_in.py").write_text(STAND_IN)
     carried = tmp_path / "carried_parts"
     carried.mkdir()
-    first, out1 = _call(tmp_path, 1, wait_s=1, STEP_S="1", CARRY_IN=str(carried), CARRY_OUT="1")
+    # steps long enough that the run is still going after the call's live-carry attempt (~5 s)
+    first, out1 = _call(tmp_path, 1, wait_s=1, STEP_S="6", CARRY_IN=str(carried), CARRY_OUT="1")
     assert "the run goes on" in first.stdout, first.stdout
     assert not list(out1.glob("carry.tgz.part*")), "no parts before the run has written them whole"
+    assert "no live carry yet" in first.stdout and "has no checkpoint" in first.stdout, first.stdout
     second, out2 = _call(tmp_path, 2, wait_s=60, STEP_S="1")
     assert "the run has ended" in second.stdout, second.stdout
     assert sorted(p.name for p in out2.glob("carry.tgz.part*")) == ["carry.tgz.part00", "carry.tgz.part01"]
     (start,) = (tmp_path / "starts.txt").read_text().splitlines()
     assert f"in={carried} out={tmp_path / 'root' / 'kevin-learn-carry'}" in start, start
 
+
+
+PACK_STAND_IN = """
+import argparse, pathlib
+parser = argparse.ArgumentParser()
+parser.add_argument("command"); parser.add_argument("--work"); parser.add_argument("--out")
+args = parser.parse_args()
+out = pathlib.Path(args.out)
+out.mkdir(parents=True, exist_ok=True)
+steps = (pathlib.Path(args.work) / "rl" / "metrics.jsonl").read_text().count("\\n")
+(out / "carry.tgz.part00").write_text(f"live after {steps} steps")
+print(f"carry-out 1 part after {steps} steps")
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="setsid and process sessions: Linux")
+def test_a_call_that_leaves_the_run_going_returns_a_live_carry(tmp_path):
+    """A machine lost to a late next call (s13-s15) then costs the steps since the last checkpoint,
+    not the run: the call packs what the run has (here a stand-in packer) and returns the parts."""
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    (tmp_path / "pack.py").write_text(PACK_STAND_IN)
+    first, out1 = _call(
+        tmp_path, 1, wait_s=3, STEP_S="2", CARRY_OUT="1", CARRY_SCRIPT=str(tmp_path / "pack.py")
+    )
+    assert "the run goes on" in first.stdout and "live carry: carry-out 1 part" in first.stdout, first.stdout
+    assert (out1 / "carry.tgz.part00").read_text().startswith("live after")
+    # without CARRY_OUT no packing is tried
+    second, out2 = _call(tmp_path, 2, wait_s=60, STEP_S="2", CARRY_SCRIPT=str(tmp_path / "pack.py"))
+    assert "the run has ended" in second.stdout and "live carry" not in second.stdout

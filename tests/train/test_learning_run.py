@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -171,6 +172,42 @@ def test_carry_parts_split_and_join_and_refuse_bad_folders(tmp_path):
         learning_carry.unpack(tmp_path / "parts", tmp_path / "third")
     with pytest.raises(UsageError, match="no checkpoint to carry"):
         learning_carry.pack(tmp_path / "nothing", tmp_path / "p2")
+
+
+def test_a_live_carry_takes_whole_lines_and_the_newest_checkpoint_of_a_running_run(tmp_path, monkeypatch):
+    """Packed while the run goes on (learning_launch.sh's live carry): a log caught half-way through
+    a line keeps its whole lines; a checkpoint the run deletes mid-pack (it saved the next) is
+    retried from the newest."""
+    import learning_carry
+    import torch
+
+    work = tmp_path / "work"
+    root = work / "rl" / "checkpoints"
+    for step in (2, 4):
+        (root / f"step_{step:06d}").mkdir(parents=True)
+        torch.save({"w": torch.full((4,), float(step))}, root / f"step_{step:06d}" / "model.pt")
+        torch.save({"step": step}, root / f"step_{step:06d}" / "state.pt")
+    (root / "latest").write_text("step_000002\n")
+    (work / "sft").mkdir()
+    (work / "rl" / "config.json").write_text(json.dumps({"model": {"name_or_path": f"{work}/sft"}}))
+    (work / "rl" / "episodes.jsonl").write_text('{"step": 1}\n{"step": 2}\n{"step": 3, "comp')
+    real = learning_carry._pack
+    calls = []
+
+    def racing(work_, dest, checkpoint, part_bytes):
+        calls.append(checkpoint.name)
+        if len(calls) == 1:  # the run saves step 4 and deletes step 2 while this reads it
+            (root / "latest").write_text("step_000004\n")
+            shutil.rmtree(checkpoint)
+        return real(work_, dest, checkpoint, part_bytes)
+
+    monkeypatch.setattr(learning_carry, "_pack", racing)
+    learning_carry.pack(work, tmp_path / "parts")
+    assert calls == ["step_000002", "step_000004"]
+    carried = learning_carry.unpack(tmp_path / "parts", tmp_path / "new")
+    assert carried["checkpoint"] == "step_000004"
+    assert (tmp_path / "new" / "rl" / "episodes.jsonl").read_text() == '{"step": 1}\n{"step": 2}\n'
+    assert (work / "rl" / "episodes.jsonl").read_text().endswith('"comp'), "the run's own file is untouched"
 
 
 def test_resume_without_a_first_launch_is_a_usage_error(tmp_path, capsys):
