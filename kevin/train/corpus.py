@@ -15,9 +15,10 @@ answer format). Its completion is what the model must learn to write, in the for
 
 The code comes from `kevin.train.kernels` (every variant of the task: honest, slow and wrong).
 
-Constants are copied, not recalled: with `constant_draws=K`, each training task also appears with up
-to K-1 other draws of its constants (scale, bias, leaky slope; same ops, order and shape, so no
-held-out signature leaks in), each with its own prompt and kernels. Without them a task's signature
+Constants are copied, not recalled: with `constant_draws=K`, each training task appears K times, as
+written and with up to K-1 other draws of its constants (scale, bias, leaky slope; same ops, order
+and shape, so no held-out signature leaks in), each with its own prompt and kernels; a task with
+fewer assignments repeats them, so every task keeps the same weight. Without them a task's signature
 always came with one constant, and the 26M warm start wrote the constant it had memorised for a
 similar chain instead of the one in the prompt: most of its wrong held-out kernels in sessions
 13-14 differed from a right one only there (scale 0.25 for 3.0, leaky 0.2 for 0.01).
@@ -47,8 +48,9 @@ from kevin.train.kernels import LABELS, Variant, variants
 
 CORPUS_FILE = "corpus.jsonl"
 CONSTANT_DRAWS = 3
-"""Draws of each training task's constants in the warm-start corpus (`kevin sft`, the learning run):
-600 tasks give ~26k samples, about one pass of the h200 SFT schedule (1600 steps x 16)."""
+"""Copies of each training task, with other draws of its constants, in the warm-start corpus (`kevin
+sft`, the learning run): 600 tasks give ~35k samples, 0.7 of a pass of the h200 SFT schedule (1600
+steps x 16; the loss still ends at 0.016, as with one copy)."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,8 @@ def build_corpus(
     seed: int = 0,
 ) -> list[Sample]:
     """One sample per variant of every task in `tasks` (matched to `specs` by id) with a label in
-    `labels`, in task order; with `constant_draws` > 1, also per variant of up to that many draws of
-    each task's constants in all (the task's own first; `constant_draws_of`)."""
+    `labels`, in task order, `constant_draws` times: the task as written, then other draws of its
+    constants (`constant_draws_of`; repeated in turn when it has fewer)."""
     wanted = set(labels)
     unknown = wanted - set(LABELS)
     if unknown:
@@ -92,9 +94,15 @@ def build_corpus(
     rng = random.Random(seed)
     samples = []
     for spec, task in _paired(specs, tasks):
-        for drawn, drawn_task in constant_draws_of(spec, task, constant_draws, rng):
+        drawn = constant_draws_of(spec, task, constant_draws, rng)
+        # Every task weighs `constant_draws` copies, whatever its constants: a task with fewer
+        # assignments repeats them, so the draws change which constants are taught, not how often
+        # each chain is (s15's start, whose constant-bearing chains came up to 3x as often as the
+        # rest, appended ops to single-op chains 16 times in 32).
+        for index in range(constant_draws):
+            drawn_spec, drawn_task = drawn[index % len(drawn)]
             prompt = build_prompt(drawn_task, [], backend=backend).text
-            for variant in variants(drawn, backend):
+            for variant in variants(drawn_spec, backend):
                 if variant.label in wanted:
                     samples.append(Sample(task.id, variant.name, variant.label, prompt, completion_text(variant)))
     return samples

@@ -114,6 +114,7 @@ def test_constant_draws_teach_copying_the_prompts_constant_without_new_signature
         mine = [s for s in samples if s.task_id == task.id]
         prompts = {s.prompt for s in mine}
         assert len(prompts) == min(3, len(every)), spec.name
+        assert len(mine) == 3 * len(variants(spec, "cuda")), "every task weighs 3 copies, constants or not"
         assert build_prompt(task, [], backend="cuda").text in prompts and prompts <= set(by_prompt)
         for sample in (s for s in mine if s.label != "wrong"):  # right kernels copy the prompt's constants
             code = parse_completion(sample.completion).candidate
