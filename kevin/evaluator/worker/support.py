@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import linecache
 import os
 import sys
 import traceback
@@ -37,9 +38,14 @@ def cpu_threads(requested: int | None, torch_default: int, cores: int | None = N
 
 def load_module(source: str, name: str, filename: str) -> types.ModuleType:
     """Execute `source` as a fresh module named `name` (registered in sys.modules while it runs,
-    as dataclasses and pickling expect)."""
+    as dataclasses and pickling expect). Its lines go in `linecache` under `filename`, so that
+    `inspect.getsource` reads its functions as it would a file's: `@triton.jit` needs it (without,
+    "@jit functions should be defined in a Python file" and every Triton candidate failed at load on
+    the H200, s15), and tracebacks show the candidate's lines."""
     module = types.ModuleType(name)
     module.__file__ = filename
+    # mtime None: linecache.checkcache keeps the entry though no such file exists
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     sys.modules[name] = module
     code = compile(source, filename, "exec")
     exec(code, module.__dict__)
