@@ -350,6 +350,33 @@ def test_torch_and_the_stdlib_work_under_lock_down(tmp_path, where):
         assert any("thread" in note for note in applied["degraded"])
 
 
+def test_tritons_host_side_works_under_the_gpu_runners_lock_down(tmp_path):
+    """Triton's first launch, GPU aside, in a runner confined as a GPU runner is (kevin.evaluator.
+    worker.harness.launch_runner: TMPDIR in the job directory): `ldconfig -p`, the launcher stub
+    built with the host compiler and imported from TMPDIR, ptxas run from site-packages."""
+    import shutil
+
+    _need_namespace()
+    _need_landlock()
+    _need_seccomp()
+    if shutil.which("cc") is None or not Path("/sbin/ldconfig").exists():
+        pytest.skip("needs a host C compiler and /sbin/ldconfig, as Triton does")
+    job = _job(tmp_path)
+    env = dict(os.environ, TMPDIR=str(job), HOME=str(job))
+    process = spawn.spawn_confined(
+        _escape("triton-host"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(job), env=env,
+        lock=_policy(job, cuda=True, unix_sockets=True),
+    )
+    out, err = process.stdout.read().decode(), process.stderr.read().decode()
+    assert process.wait(120) == 0, err
+    found = json.loads(out)
+    assert found["ldconfig"] == 0 and found["ldconfig_lines"] > 1, found
+    assert found["build"] == 0 and found["answer"] == 42, found["build_error"]
+    assert found["folder"].startswith(str(job))
+    assert found["ptxas"] in (None, 0), found  # None: triton not installed here
+    assert process.lockdown["reads_confined"] and process.lockdown["seccomp"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("where", ["in-process", "before-exec"])
 def test_cuda_works_under_lock_down(tmp_path, where):

@@ -232,6 +232,51 @@ def cuda_work():
     )
 
 
+def triton_host():
+    """What Triton's first launch does on the host, GPU aside: `ldconfig -p` (its libcuda lookup),
+    a Python C extension built with the host compiler in TMPDIR and imported from there (its
+    launcher stub), and its bundled ptxas run from site-packages when triton is installed."""
+    import importlib.util
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    ldconfig = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True)
+    folder = tempfile.mkdtemp()
+    source = os.path.join(folder, "stub.c")
+    with open(source, "w") as handle:
+        handle.write(
+            "#include <Python.h>\n"
+            "static PyObject* answer(PyObject* self, PyObject* args) { return PyLong_FromLong(42); }\n"
+            "static PyMethodDef methods[] = {{\"answer\", answer, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL}};\n"
+            "static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, \"stub\", NULL, -1, methods};\n"
+            "PyMODINIT_FUNC PyInit_stub(void) { return PyModule_Create(&module); }\n"
+        )
+    library = os.path.join(folder, "stub" + sysconfig.get_config_var("EXT_SUFFIX"))
+    compiler = os.environ.get("CC") or "cc"
+    build = subprocess.run(
+        [compiler, "-O1", source, "-shared", "-fPIC", "-o", library, "-I", sysconfig.get_paths()["include"]],
+        capture_output=True, text=True,
+    )
+    answer = None
+    if build.returncode == 0:
+        spec = importlib.util.spec_from_file_location("stub", library)
+        stub = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(stub)
+        answer = stub.answer()
+    ptxas = None
+    if importlib.util.find_spec("triton") is not None:
+        import triton
+
+        path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+        if os.path.exists(path):
+            ptxas = subprocess.run([path, "--version"], capture_output=True, text=True).returncode
+    say(
+        ldconfig=ldconfig.returncode, ldconfig_lines=len(ldconfig.stdout.splitlines()), folder=folder,
+        build=build.returncode, build_error=build.stderr[-500:], answer=answer, ptxas=ptxas,
+    )
+
+
 def scheduling(nice, cpu, threads):
     """Renice and pin itself, start native-looking OS threads, then wait to be looked at."""
     import threading
@@ -281,6 +326,8 @@ def main(argv):
         torch_work()
     elif action == "cuda":
         cuda_work()
+    elif action == "triton-host":
+        triton_host()
     elif action == "scheduling":
         scheduling(int(args[0]), int(args[1]), int(args[2]))
     else:
