@@ -29,7 +29,8 @@
 # files); the call that sees the run end returns them in $OUT for the next session's CARRY_IN.
 # With DETACH, a call that leaves the run going also packs its latest checkpoint then (a live
 # carry, ~10 s: keep WAIT_S <= 560), so a machine lost to a late next call (s13, s14, s15) costs
-# only the steps since that checkpoint: pass `--set loop.checkpoint_every=2` (LEARN_ARGS) for them.
+# only the steps since that checkpoint (kevin train saves step 0 right after the start's held-out
+# evaluation; pass `--set loop.checkpoint_every=2` in LEARN_ARGS for the later ones).
 # CARRY_SCRIPT: the packer (default bench/learning_carry.py; tests use a stand-in).
 # Writes $OUT/learning_run<N>.log and $OUT/learn<N>.tgz (N = CALL or LAUNCH): the report (--out)
 # once the run has written it, and the RL run's episodes, held-out and metrics files so far.

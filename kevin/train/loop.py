@@ -337,6 +337,10 @@ def run_loop(run: Run) -> RunResult:
                 f"step 0 held-out: correct {metrics.get('heldout/correct', 0):.3f} "
                 f"speedup {metrics.get('heldout/speedup', 0):.3f} ({heldout_s:.0f} s)",
             )
+            if checkpoints.latest_checkpoint(run.run_dir) is None:
+                # The start's evaluation is minutes of a fresh run (the H200 learning run: 145 s
+                # after its SFT): a launch lost before its first checkpoint resumes from here.
+                save(run, 0)
     stopped_by = None
     saved_at = run.step
     if (

@@ -279,6 +279,21 @@ def test_stop_and_resume_matches_an_uninterrupted_run_bit_for_bit(tmp_path):
     assert read_rows(tmp_path / "whole" / "metrics.jsonl") == read_rows(tmp_path / "parts" / "metrics.jsonl")
 
 
+def test_the_start_evaluation_is_checkpointed_before_the_first_step(tmp_path):
+    # A launch lost before its first checkpoint (a device machine given back between calls) must
+    # not pay the start's held-out evaluation again: step 0 is saved as soon as it is evaluated.
+    shape = {"steps": 1, "checkpoint_every": 100, "keep_checkpoints": 3, "eval_every": 1, "eval_at_start": True}
+    config = tiny_config(loop={**shape, "split": "seeded"}, rollout={"tasks_per_step": 1})
+    common = {"tasks": tasks(6), "evaluator_factory": lambda r: FakeEvaluator(verdict)}
+    assert run(tmp_path, config, "run", **common).last_step == 1
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").glob("step_*"))
+    assert saved == ["step_000000", "step_000001"]
+    # without a start evaluation nothing is saved before step 1
+    quiet = tiny_config(loop={**shape, "eval_at_start": False, "split": "seeded"}, rollout={"tasks_per_step": 1})
+    assert run(tmp_path, quiet, "quiet", **common).last_step == 1
+    assert sorted(p.name for p in (tmp_path / "quiet" / "checkpoints").glob("step_*")) == ["step_000001"]
+
+
 def test_a_slim_checkpoint_resumes_with_bf16_weights_and_fresh_moments(tmp_path, caplog):
     # What crosses between device sessions (bench/learning_carry.py): bf16 weights, no optimizer.pt.
     from kevin.train.checkpoint import slim_checkpoint
