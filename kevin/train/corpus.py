@@ -20,8 +20,9 @@ written and with up to K-1 other draws of its constants (scale, bias, leaky slop
 and shape, so no held-out signature leaks in), each with its own prompt and kernels; a task with
 fewer assignments repeats them, so every task keeps the same weight. Without them a task's signature
 always came with one constant, and the 26M warm start wrote the constant it had memorised for a
-similar chain instead of the one in the prompt: most of its wrong held-out kernels in sessions
-13-14 differed from a right one only there (scale 0.25 for 3.0, leaky 0.2 for 0.01).
+similar chain instead of the one in the prompt: 8-9 of its 16-22 failed held-out kernels in
+sessions 13-14 differed from a right one only there (scale 0.25 for 3.0, leaky 0.2 for 0.01).
+
 The warm start imitates the whole corpus on purpose: the supervised policy then picks a variant about
 as the corpus does, and the RL phase has something to improve (fewer wrong and slow picks). The
 plan line names the variant's choices before the code, so a choice is a handful of tokens.
