@@ -134,7 +134,9 @@ def _table(record: dict) -> str:
     after = record.get("after") or {}
     lines = [
         f"learning run ({record.get('backend')}, {record.get('scale')}): {(record.get('sft') or {}).get('parameters', 0) / 1e6:.1f}M "
-        f"parameters, {family.get('train', '?')} training / {family.get('heldout', '?')} held-out tasks, "
+        f"parameters, {family.get('train', '?')} training "
+        + (f"(SFT) + {family['rl_only']} RL-only " if family.get("rl_only") else "")
+        + f"/ {family.get('heldout', '?')} held-out tasks, "
         f"{rl.get('steps', '?')} RL steps, {record.get('wall_s')} s over {max(1, len(record.get('launches') or []))} "
         f"launch(es), the last one's budget {record.get('budget_s'):.0f} s"
         + (f" (PARTIAL: {record['partial']})" if record.get("partial") else ""),

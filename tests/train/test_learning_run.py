@@ -227,6 +227,7 @@ def test_rl_only_tasks_stay_out_of_the_corpus_and_are_the_rl_phases_split(tmp_pa
     record = json.loads((tmp_path / "l1" / "metrics.json").read_text())
     assert record["family"] == {"train": 10, "heldout": 2, "rl_only": 2, "size": "small"}
     assert record["corpus"]["tasks"] == 10
+    assert "10 training (SFT) + 2 RL-only / 2 held-out tasks" in (tmp_path / "l1" / "table.txt").read_text()
     rl_split = json.loads((tmp_path / "l1" / "split_rl.json").read_text())
     specs = {spec.task_id: spec for spec in read_family(work / "family")}
     assert len(rl_split["train"]) == 2 and all(is_combination(specs[i]) for i in rl_split["train"])
