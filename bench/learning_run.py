@@ -11,8 +11,8 @@ the run is split into launches on the same machine, kept warm between them (benc
 Phases of the first launch (its budget covers them all; a watchdog ends the process at budget +
 40 s and still writes what it has):
 
-    family     600 training and 8 held-out tasks (kevin.train.family, --train-tasks) at the GPU
-               size; held-out tasks are op combinations never seen in training; --rl-tasks N
+    family     600 training and 8 held-out tasks (kevin.train.family, --train-tasks,
+               --heldout-tasks) at the GPU size; held-out tasks are op combinations never seen in training; --rl-tasks N
                keeps N training combinations out of the corpus as the RL phase's only tasks
                (`split_rl.json`), so that RL rewards reading a prompt the warm start never
                memorised, as the held-out tasks need                                     ~1 s
@@ -200,10 +200,11 @@ class LearningRun:
                 f"--rl-tasks {self.args.rl_tasks}: the run in {self.work} has {rl_only}; resume without it"
             )
         if not self.resuming:
+            held = families.heldout_counts(self.args.heldout_tasks) if full else TOY_HELDOUT
             specs = families.generate_family(
                 self.args.seed,
-                train_counts=families.train_counts(self.args.train_tasks) if full else TOY_TRAIN,
-                heldout_counts=None if full else TOY_HELDOUT,
+                train_counts=families.train_counts(self.args.train_tasks, held) if full else TOY_TRAIN,
+                heldout_counts=held,
             )
             rl_ids = families.rl_only_ids(specs, rl_only, self.args.seed) if rl_only else []
             size = "large" if self.args.backend == "cuda" else "small"
@@ -433,6 +434,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--train-tasks", type=int, default=600, help="training tasks of the family (full scale; 8 held out; 120 memorised, s10)"
+    )
+    parser.add_argument(
+        "--heldout-tasks",
+        type=int,
+        default=8,
+        help="held-out tasks of the family (full scale; kevin.train.family.heldout_counts): 16 with "
+        "--set loop.eval_trajectories=2 measures the same budget on twice the unseen combinations",
     )
     parser.add_argument(
         "--rl-tasks",

@@ -59,23 +59,44 @@ def capacity(kind: str, heldout: int | None = None) -> int:
     return len(base) + len(combos) - (HELDOUT_COUNTS[kind] if heldout is None else heldout)
 
 
-def train_counts(total: int) -> dict[str, int]:
+def train_counts(total: int, heldout: dict[str, int] | None = None) -> dict[str, int]:
     """Training tasks per kind for `total` tasks, in TRAIN_COUNTS's proportions (largest remainders
-    first), no kind past its capacity (what a full kind cannot take goes to the others). More
-    training tasks show the same pieces in more combinations: the warm start then copies a held-out
-    task's op chain more often instead of recalling a training task's (120 tasks: the 26M model's
-    held-out kernels were 12% correct on the H200, session 10)."""
+    first), no kind past its capacity once `heldout` (default HELDOUT_COUNTS) are held out (what a
+    full kind cannot take goes to the others). More training tasks show the same pieces in more
+    combinations: the warm start then copies a held-out task's op chain more often instead of
+    recalling a training task's (120 tasks: the 26M model's held-out kernels were 12% correct on
+    the H200, session 10)."""
     if total < len(KINDS):
         raise UsageError(f"--train-tasks {total}: need at least {len(KINDS)}, one task of each kind")
-    room = {kind: capacity(kind) for kind in KINDS}
+    held = HELDOUT_COUNTS if heldout is None else heldout
+    room = {kind: capacity(kind, held.get(kind, 0)) for kind in KINDS}
     if total > sum(room.values()):
         raise UsageError(f"--train-tasks {total}: the family has {sum(room.values())} training signatures; ask for fewer")
+    return _proportional(total, TRAIN_COUNTS, room)
+
+
+def heldout_counts(total: int) -> dict[str, int]:
+    """Held-out tasks per kind for `total`, in HELDOUT_COUNTS's proportions (8: the default; 16: 6
+    act, 2 residual, 4 rowreduce, 4 softmax). More held-out tasks at fewer samples each measure the
+    same evaluation budget on more unseen combinations: 4 samples of one task mostly agree, so 8
+    tasks x 4 samples is nearer 8 draws than 32."""
+    if total < len(KINDS):
+        raise UsageError(f"--heldout-tasks {total}: use {len(KINDS)} or more")
+    room = {kind: len(_signature_pool(kind)[1]) // 4 for kind in KINDS}  # held-out takes at most a quarter
+    if total > sum(room.values()):
+        raise UsageError(f"--heldout-tasks {total}: at most {sum(room.values())}; ask for fewer")
+    return _proportional(total, HELDOUT_COUNTS, room)
+
+
+def _proportional(total: int, weights: dict[str, int], room: dict[str, int]) -> dict[str, int]:
+    """`total` split over KINDS in proportion to `weights` (largest remainders first), no kind past
+    its `room`: what a full kind cannot take goes to the others. The caller checks `total` fits."""
     counts = dict.fromkeys(KINDS, 0)
     left = total
     while left:
         open_kinds = [kind for kind in KINDS if counts[kind] < room[kind]]
-        weight = sum(TRAIN_COUNTS[kind] for kind in open_kinds)
-        exact = {kind: left * TRAIN_COUNTS[kind] / weight for kind in open_kinds}
+        weight = sum(weights[kind] for kind in open_kinds)
+        exact = {kind: left * weights[kind] / weight for kind in open_kinds}
         share = {kind: min(room[kind] - counts[kind], int(exact[kind])) for kind in open_kinds}
         by_remainder = sorted(open_kinds, key=lambda kind: share[kind] - exact[kind])
         for kind in by_remainder[: max(0, left - sum(share.values()))]:

@@ -12,12 +12,14 @@ from kevin.cli import main as kevin_main
 from kevin.errors import UsageError
 from kevin.tasks import load_tasks
 from kevin.train.family import (
+    HELDOUT_COUNTS,
     KINDS,
     OPS,
     SPLIT_FILE,
     TRAIN_COUNTS,
     capacity,
     generate_family,
+    heldout_counts,
     is_combination,
     load_family,
     read_family,
@@ -194,3 +196,21 @@ def test_rl_only_tasks_are_seeded_training_combinations():
     pool = sum(not s.heldout and is_combination(s) for s in specs)
     with pytest.raises(UsageError, match=f"has {pool} training combinations"):
         rl_only_ids(specs, pool + 1)
+
+
+def test_heldout_counts_scale_the_default_and_training_counts_make_room():
+    assert heldout_counts(8) == HELDOUT_COUNTS
+    assert heldout_counts(16) == {"act": 6, "residual": 2, "rowreduce": 4, "softmax": 4}
+    held = heldout_counts(16)
+    counts = train_counts(700, held)
+    assert sum(counts.values()) == 700 and all(counts[k] <= capacity(k, held[k]) for k in KINDS)
+    specs = generate_family(0, train_counts=counts, heldout_counts=held)
+    assert sum(s.heldout for s in specs) == 16
+    train_signatures = {s.signature for s in specs if not s.heldout}
+    assert not train_signatures & {s.signature for s in specs if s.heldout}
+    with pytest.raises(UsageError, match="--heldout-tasks 3"):
+        heldout_counts(3)
+    with pytest.raises(UsageError, match="ask for fewer"):
+        heldout_counts(1000)
+    with pytest.raises(UsageError, match="training signatures"):
+        train_counts(sum(capacity(k) for k in KINDS), held)  # the default's room, less 8 more held out

@@ -246,6 +246,12 @@ def test_rl_only_tasks_stay_out_of_the_corpus_and_are_the_rl_phases_split(tmp_pa
     assert json.loads((tmp_path / "l2" / "metrics.json").read_text())["family"]["rl_only"] == 2
 
 
+def test_too_few_heldout_tasks_is_a_usage_error(tmp_path, capsys):
+    argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--heldout-tasks", "3"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "--heldout-tasks 3: use 4 or more" in capsys.readouterr().err
+
+
 def test_no_constant_draws_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--scale", "toy", "--constant-draws", "0"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
