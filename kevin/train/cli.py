@@ -4,8 +4,8 @@
 
 The preset gives the whole config (kevin.train.presets); each `--set section.field=value` replaces one
 field, parsed into its type. The resolved config is written to DIR/config.json; `--resume` continues
-the run in DIR from its latest checkpoint and refuses a config that differs (only loop.steps and
-loop.stop_after_steps may change). Several processes: `torchrun --nproc-per-node N -m kevin train ...`.
+the run in DIR from its latest checkpoint and refuses a config that differs (only loop.steps,
+loop.stop_after_steps and evaluator.cache_dir may change). Several processes: `torchrun --nproc-per-node N -m kevin train ...`.
 Exit codes: 0 when the run ends (also when a collapse rule stopped it; the last line says so), 2 for
 bad usage or input, with one line saying how to fix it.
 """

@@ -117,8 +117,8 @@ def check_run_dir(config: TrainConfig, run_dir: Path, *, resume: bool) -> None:
         if differences:
             raise UsageError(
                 f"--resume with a config that differs from {saved_path} in {', '.join(differences)}; "
-                "resume with the same --preset and --set values (only loop.steps and "
-                "loop.stop_after_steps may change)"
+                "resume with the same --preset and --set values (only loop.steps, "
+                "loop.stop_after_steps and evaluator.cache_dir may change)"
             )
     elif saved_path.exists():
         raise UsageError(

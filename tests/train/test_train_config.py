@@ -84,6 +84,8 @@ def test_the_resolved_config_round_trips_through_json(tmp_path):
     assert overrides.load_config(tmp_path) == config
     later = dataclasses.replace(config, loop=dataclasses.replace(config.loop, steps=200, stop_after_steps=5))
     assert overrides.config_differences(config, later) == []
+    moved = overrides.apply_override(later, "evaluator.cache_dir=/elsewhere/kevin-cache")  # a new machine
+    assert overrides.config_differences(config, moved) == []
     other = overrides.apply_override(config, "reward.gamma=0.8")
     assert overrides.config_differences(config, other) == ["reward.gamma"]
     with pytest.raises(UsageError, match="not found"):
