@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -123,6 +124,10 @@ def toy_sft() -> sft.SFTConfig:
     base = sft.sft_preset("smoke")
     model = dataclasses.replace(base.model, tiny_layers=1, tiny_hidden_size=32, tiny_intermediate_size=64)
     return dataclasses.replace(base, model=model, steps=4, batch_size=2, log_every=2)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 class Watchdog:
@@ -229,13 +234,51 @@ class LearningRun:
         return directory, specs, train, heldout
 
     def start_baseline(self, specs, heldout):
-        """Submit the held-out corpus variants; returns (evaluator, picks, futures)."""
+        """Submit the held-out corpus variants; returns (evaluator, picks, futures). With
+        --baseline-from the futures are None: the earlier run's verdicts stand in for them."""
         picks = corpora.corpus_baseline_picks(
             specs, heldout, self.args.backend, per_task=self.args.baseline_per_task, seed=self.args.seed
         )
         evaluator = self.evaluator_factory() if self.evaluator_factory else self.real_evaluator()
+        if self.args.baseline_from:
+            self.reused_rows = self.reused_baseline(specs, picks)  # refused before minutes of SFT
+            return evaluator, picks, None
         futures = [evaluator.submit(task, variant.source) for task, variant in picks]
         return evaluator, picks, futures
+
+    def reused_baseline(self, specs, picks) -> list[dict]:
+        """The verdicts of an earlier run's baseline (its report folder: corpus_baseline.jsonl beside
+        family.json), refused unless they are the verdicts of these very kernels: the same held-out
+        specs (ops, constants, shapes) and the same picks in the same order, and, where the earlier
+        rows recorded it, the same source. The baseline depends on nothing else, so a fresh run on
+        the same seed skips its ~4 minutes of GPU time (s16: 229 s of a 30-minute session)."""
+        folder = Path(self.args.baseline_from)
+        rows_file, spec_file = folder / "corpus_baseline.jsonl", folder / families.SPEC_FILE
+        if not rows_file.is_file() or not spec_file.is_file():
+            raise UsageError(
+                f"--baseline-from {folder}: no corpus_baseline.jsonl and {families.SPEC_FILE} there; "
+                "pass an earlier learning run's --out or report folder"
+            )
+        earlier = {spec.task_id: spec for spec in families.read_family(folder)}
+        mine = {spec.task_id: spec for spec in specs}
+        rows = [json.loads(line) for line in rows_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        wanted = [(task.id, variant.name) for task, variant in picks]
+        if [(row["task"], row["variant"]) for row in rows] != wanted:
+            raise UsageError(
+                f"--baseline-from {folder}: its baseline evaluated other kernels than this run picks "
+                "(another seed, --heldout-tasks or --baseline-per-task); run without it"
+            )
+        for (task, variant), row in zip(picks, rows):
+            other = earlier.get(task.id)
+            if other is None or other.to_dict() != mine[task.id].to_dict():
+                raise UsageError(
+                    f"--baseline-from {folder}: held-out task {task.id} differs there; run without it"
+                )
+            if row.get("source_sha", _sha(variant.source)) != _sha(variant.source):
+                raise UsageError(
+                    f"--baseline-from {folder}: {task.id} {variant.name} was another kernel there; run without it"
+                )
+        return rows
 
     def real_evaluator(self):
         from kevin.train.rollout import build_evaluator
@@ -243,6 +286,10 @@ class LearningRun:
         return build_evaluator(self.base_config().evaluator, self.args.backend)
 
     def finish_baseline(self, picks, futures, timeout_s: float) -> None:
+        if futures is None:
+            self.write_baseline(self.reused_rows, missing=0)
+            self.record["corpus_average"]["reused_from"] = str(self.args.baseline_from)
+            return
         deadline = time.monotonic() + timeout_s
         rows, missing = [], 0
         for index, ((task, variant), future) in enumerate(zip(picks, futures)):
@@ -265,9 +312,13 @@ class LearningRun:
                     "turn": 1,
                     "variant": variant.name,
                     "label": variant.label,
+                    "source_sha": _sha(variant.source),
                     "verdict": verdict,
                 }
             )
+        self.write_baseline(rows, missing)
+
+    def write_baseline(self, rows: list[dict], missing: int) -> None:
         with (self.kept / "corpus_baseline.jsonl").open("w", encoding="utf-8") as handle:
             for row in rows:
                 handle.write(json.dumps(row) + "\n")
@@ -423,6 +474,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sft-s", type=float, default=170.0, help="most seconds of SFT training")
     parser.add_argument(
         "--baseline-s", type=float, default=90.0, help="most seconds to wait for the baseline"
+    )
+    parser.add_argument(
+        "--baseline-from",
+        metavar="DIR",
+        help="reuse the corpus-average baseline of an earlier run on the same seed and held-out tasks "
+        "(its --out or report folder); refused unless it evaluated the same kernels",
     )
     parser.add_argument("--baseline-per-task", type=int, default=2, help="corpus variants per held-out task")
     parser.add_argument(

@@ -5,7 +5,7 @@ build_prompt` for the task and back end (intro, instructions, the one-shot examp
 answer format). Its completion is what the model must learn to write, in the format
 `kevin.rl.candidate` parses:
 
-    Plan: fuse gelu and relu into one kernel; float4 loads and stores, one float4 per thread, 256 threads per block.
+    Plan: fuse scale(1.5), gelu and relu into one kernel; float4 loads and stores, one float4 per thread, 256 threads per block.
 
     ```python
     <a complete load_inline candidate defining ModelNew>
@@ -22,6 +22,11 @@ fewer assignments repeats them, so every task keeps the same weight. Without the
 always came with one constant, and the 26M warm start wrote the constant it had memorised for a
 similar chain instead of the one in the prompt: 8-9 of its 16-22 failed held-out kernels in
 sessions 13-14 differed from a right one only there (scale 0.25 for 3.0, leaky 0.2 for 0.01).
+
+The prompt's docstring names the task's ops and constants but no task number, and the plan names them
+again just before `f` (kevin.train.kernels.common._op_words): with a number, each training chain had a
+key the warm start could look it up by, and held-out numbers were keys it never saw (s16: 12 of 32
+held-out kernels wrote another chain, 9 another constant).
 
 The warm start imitates the whole corpus on purpose: the supervised policy then picks a variant about
 as the corpus does, and the RL phase has something to improve (fewer wrong and slow picks). The

@@ -262,7 +262,10 @@ def _problem_source(spec: TaskSpec) -> str:
     inputs = ", ".join([draw] * len(spec.inputs))
     body = "\n".join(f"        {line}" for line in _forward_lines(spec))
     small, large = spec.small_shape, spec.shape
-    return f'''"""Family task {spec.number}: {spec.describe()}."""
+    # No task number in the text: with one, every training prompt carried a key that alone named its
+    # op chain (the 26M warm start could look the chain up instead of reading the forward), and
+    # held-out numbers are keys it never saw (s16: 12 of 32 held-out kernels wrote another chain).
+    return f'''"""Family task: {spec.describe()}."""
 
 import torch
 import torch.nn as nn

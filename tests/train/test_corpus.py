@@ -126,6 +126,20 @@ def test_constant_draws_teach_copying_the_prompts_constant_without_new_signature
     assert not held_signatures & {by_id[t.id].signature for t in train}
 
 
+def test_the_plan_names_each_op_and_constant_as_the_prompt_does_in_the_order_f_applies_them(family):
+    """The plan is the last text before `f`: each line of `f` should copy a word of it, and it should
+    copy the prompt's docstring (TaskSpec.describe), constants included."""
+    specs, _, _ = family
+    chains = [s for s in specs if len(s.ops) >= 2 and any(c is not None for _, c in s.ops)]
+    assert chains
+    for spec in chains:
+        words = [name if c is None else f"{name}({c!r})" for name, c in spec.ops]
+        assert all(word in spec.describe() for word in words)
+        for variant in variants(spec, "cuda"):
+            at = [variant.plan.find(word) for word in words]
+            assert -1 not in at and at == sorted(at), (spec.name, variant.name, variant.plan)
+
+
 def test_constant_draws_of_a_task_not_written_from_its_spec_keep_it_as_is(family):
     specs, train, _ = family
     spec = next(s for s in specs if s.task_id == train[0].id and any(c is not None for _, c in s.ops))

@@ -3,6 +3,7 @@ combinations, files the task loader reads, references that run on the CPU at the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -48,6 +49,15 @@ def test_default_counts_and_numbering():
     assert sum(not s.heldout for s in specs) == 40 and sum(s.heldout for s in specs) == 8
     assert all(not s.heldout for s in specs[:40])  # training tasks first
     assert {s.kind for s in specs if s.heldout} == set(KINDS)
+
+
+def test_the_problem_text_names_what_it_computes_and_no_task_number():
+    """A number in the text keyed each training chain: the warm start could look a chain up by it
+    instead of reading the forward, and a held-out task's number is a key it never saw."""
+    for spec in generate_family(0):
+        renumbered = dataclasses.replace(spec, number=spec.number + 700)
+        assert renumbered.source() == spec.source(), spec.name
+        assert f"{spec.describe()}." in spec.source()
 
 
 def test_heldout_tasks_are_unseen_combinations_of_seen_pieces():

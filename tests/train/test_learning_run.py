@@ -246,6 +246,54 @@ def test_rl_only_tasks_stay_out_of_the_corpus_and_are_the_rl_phases_split(tmp_pa
     assert json.loads((tmp_path / "l2" / "metrics.json").read_text())["family"]["rl_only"] == 2
 
 
+def test_a_fresh_run_reuses_an_earlier_baseline_of_the_same_kernels_and_refuses_others(tmp_path, capsys):
+    common = ["--scale", "toy", "--backend", "cpp", "--budget-s", "300", "--baseline-per-task", "1"]
+    common += ["--set", "loop.stop_after_steps=1"]
+    first = tmp_path / "l1"
+    argv = ["--out", str(first), "--work", str(tmp_path / "w1"), *common]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    rows = [json.loads(line) for line in (first / "corpus_baseline.jsonl").read_text().splitlines()]
+    assert rows and all(len(row["source_sha"]) == 16 for row in rows)
+
+    def faster():  # any verdict it gave the baseline would show as speedup 3
+        return FakeEvaluator(
+            lambda task, source: EvalResult(stage="ok", compiled=True, correct=True, speedup=3.0, task_id=task.id)
+        )
+
+    second = tmp_path / "l2"
+    argv = ["--out", str(second), "--work", str(tmp_path / "w2"), *common, "--baseline-from", str(first)]
+    assert learning_run.main(argv, evaluator_factory=faster) == 0
+    record = json.loads((second / "metrics.json").read_text())
+    assert record["corpus_average"]["speedup"] == pytest.approx(1.25)
+    assert record["corpus_average"]["reused_from"] == str(first)
+    assert (second / "corpus_baseline.jsonl").read_text() == (first / "corpus_baseline.jsonl").read_text()
+    capsys.readouterr()
+    refusals = [
+        (["--seed", "1"], "evaluated other kernels"),
+        (["--baseline-per-task", "2"], "evaluated other kernels"),
+    ]
+    for extra, message in refusals:
+        argv = ["--out", str(tmp_path / "l3"), "--work", str(tmp_path / "w3"), *common, *extra]
+        assert learning_run.main(argv + ["--baseline-from", str(first)], evaluator_factory=faster) == 2
+        assert message in capsys.readouterr().err, extra
+        shutil.rmtree(tmp_path / "w3", ignore_errors=True)
+    rows[0]["source_sha"] = "0" * 16
+    (first / "corpus_baseline.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    argv = ["--out", str(tmp_path / "l4"), "--work", str(tmp_path / "w4"), *common, "--baseline-from", str(first)]
+    assert learning_run.main(argv, evaluator_factory=faster) == 2
+    assert "was another kernel there" in capsys.readouterr().err
+    assert learning_run.main(argv[:-1] + [str(tmp_path)], evaluator_factory=faster) == 2
+    assert "no corpus_baseline.jsonl" in capsys.readouterr().err
+    rows[0]["source_sha"] = json.loads((second / "corpus_baseline.jsonl").read_text().splitlines()[0])["source_sha"]
+    (first / "corpus_baseline.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    family = json.loads((first / "family.json").read_text())
+    held = next(task for task in family["tasks"] if task["number"] == int(rows[0]["task"].split("_")[1]))
+    held["shape"] = [held["shape"][0] * 2, held["shape"][1]]
+    (first / "family.json").write_text(json.dumps(family))
+    assert learning_run.main(argv, evaluator_factory=faster) == 2
+    assert f"held-out task {rows[0]['task']} differs there" in capsys.readouterr().err
+
+
 def test_too_few_heldout_tasks_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--heldout-tasks", "3"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2

@@ -123,7 +123,10 @@ def _file(spec: TaskSpec, cuda: bool, name: str, code: str) -> str:
 
 
 def _op_words(spec: TaskSpec) -> str:
-    names = [name for name, _ in spec.ops]
+    """The ops as the plan names them, constants included (`scale(3.0), gelu and relu`): the plan is
+    written just before `f`, so each line of `f` copies a word of the plan, and the plan copies the
+    prompt's docstring (TaskSpec.describe spells them alike)."""
+    names = [name if c is None else f"{name}({c!r})" for name, c in spec.ops]
     if spec.kind == "residual":
         names = ["the residual add", *names]
     if not names:
