@@ -403,7 +403,7 @@ class LearningRun:
         evaluator, picks, futures = self.start_baseline(specs, heldout)
         config = self.sft_config()
         prepared = sft.prepare(config, samples)
-        stats = corpora.corpus_stats(samples, prepared.codec.count_tokens)
+        stats = corpora.corpus_stats(samples, prepared.codec.count_tokens_many)
         (self.kept / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.kept / "corpus_sample.jsonl")
         self.record["corpus"] = {**stats, "constant_draws": self.args.constant_draws}

@@ -162,10 +162,11 @@ def tokenizer_texts(samples: Sequence[Sample]) -> list[str]:
     return sorted({s.prompt for s in samples}) + [s.completion for s in samples]
 
 
-def corpus_stats(samples: Sequence[Sample], count_tokens: Callable[[str], int]) -> dict:
-    """Sizes for the record: samples per label, tasks, completion and prompt token lengths."""
-    completion = sorted(count_tokens(s.completion) for s in samples)
-    prompts = sorted(count_tokens(p) for p in {s.prompt for s in samples})
+def corpus_stats(samples: Sequence[Sample], count_tokens: Callable[[list[str]], list[int]]) -> dict:
+    """Sizes for the record: samples per label, tasks, completion and prompt token lengths.
+    `count_tokens` counts a batch of texts (TextCodec.count_tokens_many)."""
+    completion = sorted(count_tokens([s.completion for s in samples]))
+    prompts = sorted(count_tokens(sorted({s.prompt for s in samples})))
 
     def spread(values: list[int]) -> dict:
         if not values:

@@ -195,9 +195,24 @@ class TextCodec:
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return ids + [self.eos_id] if finish_reason == "stop" else ids
 
+    def encode_prompts(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode_prompt` of each text, in one batch call (the fast tokenizer's threads)."""
+        formatted = [self.format_prompt(text) for text in texts]
+        return [list(ids) for ids in self.tokenizer(formatted, add_special_tokens=False)["input_ids"]] if texts else []
+
+    def encode_completions(self, texts: Sequence[str], finish_reason: str | None) -> list[list[int]]:
+        """`encode_completion` of each text, in one batch call."""
+        if not texts:
+            return []
+        tail = [self.eos_id] if finish_reason == "stop" else []
+        return [list(ids) + tail for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
     def decode_completion(self, ids: list[int]) -> str:
         kept = [i for i in ids if i not in (self.eos_id, self.pad_id)]
         return self.tokenizer.decode(kept, skip_special_tokens=False)
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode_prompt(text))
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        return [len(ids) for ids in self.encode_prompts(texts)]

@@ -137,11 +137,15 @@ class SFTResult:
 def encode_samples(
     samples: Sequence[Sample], codec: Any, max_tokens: int
 ) -> tuple[list[tuple[list[int], int]], int]:
-    """(token ids, prompt length) per sample that fits `max_tokens`, and how many did not."""
+    """(token ids, prompt length) per sample that fits `max_tokens`, and how many did not. Each
+    distinct prompt is encoded once (the learning run's 35k samples hold ~1.7k prompts) and the
+    completions in one batch: one call per sample took 78 s of the H200 run's 120 s of preparation."""
+    distinct = sorted({sample.prompt for sample in samples})
+    prompts = dict(zip(distinct, codec.encode_prompts(distinct)))
+    completions = codec.encode_completions([sample.completion for sample in samples], "stop")
     encoded, dropped = [], 0
-    for sample in samples:
-        prompt = codec.encode_prompt(sample.prompt)
-        completion = codec.encode_completion(sample.completion, "stop")
+    for sample, completion in zip(samples, completions):
+        prompt = prompts[sample.prompt]
         if len(prompt) + len(completion) > max_tokens:
             dropped += 1
             continue

@@ -148,6 +148,27 @@ def test_samples_longer_than_max_tokens_are_dropped(small_corpus):
     assert ids[-1] == prepared.codec.eos_id and 0 < prompt_length < len(ids)
 
 
+def test_batch_encoding_gives_the_ids_one_call_per_sample_gives(tmp_path):
+    """encode_samples encodes each distinct prompt once and the completions in one batch; the ids
+    must be exactly those of the per-text calls that samplers and the learner make (TextCodec)."""
+    write_family(tmp_path, generate_family(0)[30:36], size="small")
+    specs, tasks, _ = load_family(tmp_path)
+    samples = build_corpus(specs, tasks, "cuda", constant_draws=2)
+    samples.append(Sample("L0_1", "x", "honest", "Write a kernel.", "Plan: none."))
+    prepared = sft.prepare(tiny_sft(max_tokens=4096), samples)
+    codec = prepared.codec
+    assert len({s.prompt for s in samples}) < len(samples), "prompts repeat across variants"
+    expected = []
+    for sample in samples:
+        prompt = codec.encode_prompt(sample.prompt)
+        expected.append((prompt + codec.encode_completion(sample.completion, "stop"), len(prompt)))
+    assert prepared.encoded == expected and prepared.dropped == 0
+    texts = [s.completion for s in samples[:3]]
+    assert codec.count_tokens_many(texts) == [codec.count_tokens(t) for t in texts]
+    assert codec.encode_completions(texts, "length") == [codec.encode_completion(t, "length") for t in texts]
+    assert codec.encode_prompts([]) == [] and codec.encode_completions([], "stop") == []
+
+
 def test_validation_loss_is_the_models_own_mean_completion_loss(small_corpus):
     from kevin.train.model import build_model
 
