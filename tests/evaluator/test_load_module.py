@@ -62,3 +62,56 @@ def test_bundled_triton_candidates_load_as_the_runner_loads_them(path):
         assert isinstance(module.ModelNew, type)
     finally:
         forget_module("kevin_test_triton")
+
+
+INTERPRETED = """
+import json, sys
+import torch
+from kevin.evaluator.evaluate import EvalConfig
+from kevin.evaluator.worker.support import forget_module, load_module
+from kevin.tasks import Task
+
+atol, rtol = EvalConfig(backend="triton").tolerances
+report = {}
+for task_path, candidate_path in json.loads(sys.argv[1]):
+    task = Task.from_source(open(task_path).read(), id="t", name="t")
+    reference = load_module(task.source, "kevin_test_reference", "<reference>")
+    candidate = load_module(open(candidate_path).read(), "kevin_test_triton", "<model>")
+    init = reference.get_init_inputs()
+    torch.manual_seed(1)
+    model = reference.Model(*init)
+    torch.manual_seed(1)
+    new = candidate.ModelNew(*init)
+    new.load_state_dict(model.state_dict())
+    torch.manual_seed(2)
+    inputs = reference.get_inputs()
+    with torch.no_grad():
+        want, got = model(*inputs), new(*inputs)
+    report[candidate_path] = [bool(torch.allclose(got, want, atol=atol, rtol=rtol)), float((got - want).abs().max())]
+    forget_module("kevin_test_triton")
+    forget_module("kevin_test_reference")
+print(json.dumps(report))
+"""
+
+
+def test_bundled_triton_candidates_compute_their_tasks_in_tritons_interpreter():
+    """Each bundled Triton candidate, loaded as the runner loads it, against its task's reference at
+    the small size and the evaluator's fp32 tolerance: Triton's interpreter (TRITON_INTERPRET=1) runs
+    the kernels on the CPU, so a wrong kernel fails here before it costs GPU time."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    tasks = BUNDLED_TRITON.parent / "tasks"
+    pairs = [[str(tasks / path.name), str(path)] for path in sorted(BUNDLED_TRITON.glob("[0-9][0-9]_*.py"))]
+    assert len(pairs) == 12
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", INTERPRETED, json.dumps(pairs)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    wrong = {Path(path).stem: error for path, (close, error) in report.items() if not close}
+    assert len(report) == 12 and not wrong, wrong
