@@ -17,6 +17,7 @@
 #               has finished: it wants a quiet machine
 #   learning    bench/learning_run.py (issue #16's learning run: family, corpus, SFT, RL on GPU
 #               rewards, held-out before/after) within LEARN_BUDGET_S (default 480) s; alone
+# Just the Triton gpu cases (#19): STEPS=tests GPU_TESTS="tests/evaluator/test_bundled.py -k triton"
 # The parallel steps share kevin's device lock in /tmp, so none of them times while another runs
 # on the same GPU. Each step is cut at STEP_TIMEOUT seconds; its log so far stays.
 # Usage there:  OUT=<dir> STEPS="build tests" bash bench/gpu_run.sh
@@ -42,7 +43,9 @@ if has build; then
   python3 bench/build_speed.py --backend cuda --out "$OUT" --plain-jobs 6 --plain-limit 6 > "$OUT/build_speed.log" 2>&1
 fi
 pids=()
-limit="timeout --kill-after=15 ${STEP_TIMEOUT:-540}"
+# SIGINT, not TERM: pytest then prints its summary (which cases failed, and why) before it exits; s16
+# lost both to a TERM at the limit.
+limit="timeout -s INT --kill-after=20 ${STEP_TIMEOUT:-540}"
 if has tests; then
   $limit python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" \
     -n "${GPU_TEST_WORKERS:-4}" --timeout 420 --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 &
