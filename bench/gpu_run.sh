@@ -15,6 +15,10 @@
 #   isolation   bench/isolation_cost.py --backend cuda: per-stage cost of the judge/runner split
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
+#   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
+#   tasks       issue #18, one after another (each measures reference times on the GPU): 100 generated
+#               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
+#               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
 #   learning    bench/learning_run.py (issue #16's learning run: family, corpus, SFT, RL on GPU
 #               rewards, held-out before/after) within LEARN_BUDGET_S (default 480) s; alone
 # Just the Triton gpu cases (#19): STEPS=tests GPU_TESTS="tests/evaluator/test_bundled.py -k triton"
@@ -76,6 +80,17 @@ fi
 if has isolation; then
   $limit python3 bench/isolation_cost.py --backend cuda --out "$OUT" > "$OUT/isolation_cost.log" 2>&1
 fi
+if has triton; then
+  $limit python3 bench/adversarial.py --backend triton --no-cost --out "$OUT" > "$OUT/adversarial_triton.log" 2>&1
+fi
+if has tasks; then
+  $limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 2 \
+    --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
+  $limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 2 \
+    --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
+  $limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
+    --out "$OUT/kernelbench_hygiene_cuda.json" > "$OUT/tasks_hygiene.log" 2>&1
+fi
 if has learning; then
   timeout --kill-after=15 $(( ${LEARN_BUDGET_S:-480} + 60 )) python3 bench/learning_run.py --out "$OUT/learn" \
     --budget-s "${LEARN_BUDGET_S:-480}" > "$OUT/learning_run.log" 2>&1
@@ -91,5 +106,7 @@ has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
 has plain && { echo "== plain pass"; tail -8 "$OUT/plain_pass.log"; }
 has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
+has triton && { echo "== adversarial (triton)"; tail -20 "$OUT/adversarial_triton.log"; }
+has tasks && for f in generate enlarge hygiene; do echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log"; done
 has learning && { echo "== learning run"; tail -30 "$OUT/learning_run.log"; }
 exit 0
