@@ -251,7 +251,7 @@ class LearningRun:
         family.json), refused unless they are the verdicts of these very kernels: the same held-out
         specs (ops, constants, shapes) and the same picks in the same order, and, where the earlier
         rows recorded it, the same source. The baseline depends on nothing else, so a fresh run on
-        the same seed skips its ~4 minutes of GPU time (s16: 229 s of a 30-minute session)."""
+        the same seed skips its GPU evaluations (s16: ~110 s of a 30-minute session)."""
         folder = Path(self.args.baseline_from)
         rows_file, spec_file = folder / "corpus_baseline.jsonl", folder / families.SPEC_FILE
         if not rows_file.is_file() or not spec_file.is_file():
@@ -263,6 +263,11 @@ class LearningRun:
         mine = {spec.task_id: spec for spec in specs}
         rows = [json.loads(line) for line in rows_file.read_text(encoding="utf-8").splitlines() if line.strip()]
         wanted = [(task.id, variant.name) for task, variant in picks]
+        if len(rows) != len(wanted):
+            raise UsageError(
+                f"--baseline-from {folder}: it holds {len(rows)} verdicts and this run picks {len(wanted)} "
+                "kernels (an unfinished baseline, or another --heldout-tasks or --baseline-per-task); run without it"
+            )
         if [(row["task"], row["variant"]) for row in rows] != wanted:
             raise UsageError(
                 f"--baseline-from {folder}: its baseline evaluated other kernels than this run picks "

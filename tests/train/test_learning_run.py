@@ -270,7 +270,7 @@ def test_a_fresh_run_reuses_an_earlier_baseline_of_the_same_kernels_and_refuses_
     capsys.readouterr()
     refusals = [
         (["--seed", "1"], "evaluated other kernels"),
-        (["--baseline-per-task", "2"], "evaluated other kernels"),
+        (["--baseline-per-task", "2"], "holds 2 verdicts and this run picks 4"),
     ]
     for extra, message in refusals:
         argv = ["--out", str(tmp_path / "l3"), "--work", str(tmp_path / "w3"), *common, *extra]
