@@ -17,8 +17,9 @@ Phases of the first launch (its budget covers them all; a watchdog ends the proc
                (`split_rl.json`), so that RL rewards reading a prompt the warm start never
                memorised, as the held-out tasks need                                     ~1 s
     corpus     every kernel variant of the training tasks as (prompt, completion) samples, each
-               task also with 2 other draws of its constants (--constant-draws 3), and 2
-               variants drawn per held-out task for the baseline (kevin.train.corpus)   ~5 s
+               task also with 2 other draws of its constants (--constant-draws 3), the rare
+               chain lengths of a kind repeated up to 8x (--length-cap), and 2 variants
+               drawn per held-out task for the baseline (kevin.train.corpus)            ~5 s
     baseline   the corpus-average baseline: those held-out variants evaluated on the GPU, as
                the policy's kernels are (also times the held-out references, which the later
                evaluations reuse, and builds the evaluator's shim unless the cache holds it:
@@ -157,6 +158,8 @@ class LearningRun:
             raise UsageError(f"--rl-tasks {args.rl_tasks}: use 0 (none) or more")
         if args.constant_draws < 1:
             raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
+        if args.length_cap < 1:
+            raise UsageError(f"--length-cap {args.length_cap}: use 1 or more (1: every task the same weight)")
         self.args = args
         self.out = Path(args.out)
         self.work = Path(args.work or tempfile.mkdtemp(prefix="kevin-learning-"))
@@ -401,7 +404,12 @@ class LearningRun:
             self.phase(f"rl (launch {len(self.record['launches'])})", since)
             return self.finish(watchdog)
         samples = corpora.build_corpus(
-            specs, train_tasks, self.args.backend, constant_draws=self.args.constant_draws, seed=self.args.seed
+            specs,
+            train_tasks,
+            self.args.backend,
+            constant_draws=self.args.constant_draws,
+            length_cap=self.args.length_cap,
+            seed=self.args.seed,
         )
         self.phase("family+corpus", since)
         since = time.monotonic()
@@ -411,7 +419,11 @@ class LearningRun:
         stats = corpora.corpus_stats(samples, prepared.codec.count_tokens_many)
         (self.kept / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.kept / "corpus_sample.jsonl")
-        self.record["corpus"] = {**stats, "constant_draws": self.args.constant_draws}
+        self.record["corpus"] = {
+            **stats,
+            "constant_draws": self.args.constant_draws,
+            "length_cap": self.args.length_cap,
+        }
         self.finish_baseline(picks, futures, self.args.baseline_s)
         self.phase("baseline", since)
         since = time.monotonic()
@@ -493,6 +505,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=corpora.CONSTANT_DRAWS,
         help="draws of each training task's constants in the SFT corpus (kevin.train.corpus; 1: as written, "
         "sessions 10-14)",
+    )
+    parser.add_argument(
+        "--length-cap",
+        type=int,
+        default=corpora.LENGTH_CAP,
+        help="copies of a rare chain length's tasks in the SFT corpus, at most (kevin.train.corpus."
+        "length_repeats; 1: every task the same weight, sessions 10-16)",
     )
     parser.add_argument(
         "--train-tasks", type=int, default=600, help="training tasks of the family (full scale; 8 held out; 120 memorised, s10)"

@@ -57,6 +57,9 @@ CONSTANT_DRAWS = 3
 """Copies of each training task, with other draws of its constants, in the warm-start corpus (`kevin
 sft`, the learning run): 600 tasks give ~35k samples, 0.7 of a pass of the h200 SFT schedule (1600
 steps x 16; the loss still ends at 0.016, as with one copy)."""
+LENGTH_CAP = 8
+"""At most this many times the copies for a task of a rare chain length (`length_repeats`): the s16
+family's 600 training tasks then weigh 1089 (~64k samples, 0.4 of a pass of the h200 schedule)."""
 
 
 @dataclass(frozen=True)
@@ -86,32 +89,61 @@ def build_corpus(
     *,
     labels: Iterable[str] = LABELS,
     constant_draws: int = 1,
+    length_cap: int = 1,
     seed: int = 0,
 ) -> list[Sample]:
     """One sample per variant of every task in `tasks` (matched to `specs` by id) with a label in
     `labels`, in task order, `constant_draws` times: the task as written, then other draws of its
-    constants (`constant_draws_of`; repeated in turn when it has fewer)."""
+    constants (`constant_draws_of`; repeated in turn when it has fewer). With `length_cap` > 1, a
+    task's copies are also multiplied by its chain length's `length_repeats`."""
     wanted = set(labels)
     unknown = wanted - set(LABELS)
     if unknown:
         raise ValueError(f"unknown labels {sorted(unknown)}; use {', '.join(LABELS)}")
     if constant_draws < 1:
         raise ValueError("constant_draws must be at least 1 (1: each task as written)")
+    if length_cap < 1:
+        raise ValueError("length_cap must be at least 1 (1: every task the same weight)")
     rng = random.Random(seed)
     samples = []
-    for spec, task in _paired(specs, tasks):
-        drawn = constant_draws_of(spec, task, constant_draws, rng)
-        # Every task weighs `constant_draws` copies, whatever its constants: a task with fewer
-        # assignments repeats them, so the draws change which constants are taught, not how often
-        # each chain is (s15's start, whose constant-bearing chains came up to 3x as often as the
-        # rest, appended ops to single-op chains 16 times in 32).
-        for index in range(constant_draws):
+    paired = _paired(specs, tasks)
+    repeats = length_repeats([spec for spec, _ in paired], length_cap)
+    for spec, task in paired:
+        copies = constant_draws * repeats[spec.task_id]
+        drawn = constant_draws_of(spec, task, copies, rng)
+        # Every task weighs `copies`, whatever its constants: a task with fewer assignments repeats
+        # them, so the draws change which constants are taught, not how often each chain is (s15's
+        # start, whose constant-bearing chains came up to 3x as often as the rest, appended ops to
+        # single-op chains 16 times in 32).
+        for index in range(copies):
             drawn_spec, drawn_task = drawn[index % len(drawn)]
             prompt = build_prompt(drawn_task, [], backend=backend).text
             for variant in variants(drawn_spec, backend):
                 if variant.label in wanted:
                     samples.append(Sample(task.id, variant.name, variant.label, prompt, completion_text(variant)))
     return samples
+
+
+def length_repeats(specs: Sequence[TaskSpec], cap: int) -> dict[str, int]:
+    """Copies per task (task id -> 1..cap) that give each chain length of a kind about the weight of
+    its most common length: round(largest group / own group), at most `cap`.
+
+    The family's combinations are mostly its longest chains (residual, row reduction and softmax:
+    56 op pairs to 8 single ops; act: 336 triples, 56 pairs, 8 singles), while the held-out split
+    takes lengths in turn. s16's warm start wrote the right plan and then a second op after a lone
+    `tanh` in 5 of its 8 wrong chains: the length it had seen after `x + r`, before a reduction or a
+    softmax. `cap` = 1 gives every task one copy (sessions 10-16)."""
+    groups: dict[tuple[str, int], list[str]] = {}
+    for spec in specs:
+        groups.setdefault((spec.kind, len(spec.ops)), []).append(spec.task_id)
+    largest: dict[str, int] = {}
+    for (kind, _), ids in groups.items():
+        largest[kind] = max(largest.get(kind, 0), len(ids))
+    return {
+        task_id: max(1, min(cap, round(largest[kind] / len(ids))))
+        for (kind, _), ids in groups.items()
+        for task_id in ids
+    }
 
 
 def constant_draws_of(

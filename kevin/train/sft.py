@@ -43,7 +43,7 @@ import torch
 
 from kevin.errors import UsageError
 from kevin.train.config import ModelConfig
-from kevin.train.corpus import CONSTANT_DRAWS, Sample
+from kevin.train.corpus import CONSTANT_DRAWS, LENGTH_CAP, Sample
 
 SFT_LOG = "sft_log.jsonl"
 SFT_RECORD = "sft.json"
@@ -393,7 +393,16 @@ def _run(args: argparse.Namespace) -> int:
     config = dataclasses.replace(config, seed=args.seed, **changes)
     if args.constant_draws < 1:
         raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
-    samples = build_corpus(specs, train_tasks, args.backend, constant_draws=args.constant_draws, seed=args.seed)
+    if args.length_cap < 1:
+        raise UsageError(f"--length-cap {args.length_cap}: use 1 or more (1: every task the same weight)")
+    samples = build_corpus(
+        specs,
+        train_tasks,
+        args.backend,
+        constant_draws=args.constant_draws,
+        length_cap=args.length_cap,
+        seed=args.seed,
+    )
     train_sft(config, samples, out_dir, validation=build_corpus(specs, heldout_tasks, args.backend))
     return 0
 
@@ -422,6 +431,13 @@ def register_commands(subparsers) -> None:
         type=int,
         default=CONSTANT_DRAWS,
         help=f"draws of each task's constants in the corpus (default {CONSTANT_DRAWS}; 1: each task as written)",
+    )
+    parser.add_argument(
+        "--length-cap",
+        type=int,
+        default=LENGTH_CAP,
+        help=f"copies of a rare chain length's tasks, at most (kevin.train.corpus.length_repeats; default "
+        f"{LENGTH_CAP}; 1: every task the same weight)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(run=_run)

@@ -22,9 +22,10 @@ from kevin.train.corpus import (
     constant_draws_of,
     corpus_baseline_picks,
     corpus_stats,
+    length_repeats,
     tokenizer_texts,
 )
-from kevin.train.family import OPS, c_float, generate_family, load_family, write_family
+from kevin.train.family import OPS, TaskSpec, c_float, generate_family, load_family, write_family
 from kevin.train.kernels import LABELS, variants
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,6 +139,34 @@ def test_the_plan_names_each_op_and_constant_as_the_prompt_does_in_the_order_f_a
         for variant in variants(spec, "cuda"):
             at = [variant.plan.find(word) for word in words]
             assert -1 not in at and at == sorted(at), (spec.name, variant.name, variant.plan)
+
+
+def test_length_repeats_weigh_each_chain_length_of_a_kind_like_its_commonest_one():
+    def spec(number, kind, length):
+        ops = tuple((name, None) for name in ("relu", "tanh", "gelu")[:length])
+        return TaskSpec(number, kind, ops, "", (8, 8), (2, 2), False)
+
+    specs = [spec(1, "act", 1), spec(2, "act", 1)] + [spec(10 + i, "act", 2) for i in range(10)]
+    specs += [spec(30, "softmax", 0)] + [spec(31 + i, "softmax", 1) for i in range(3)]
+    repeats = length_repeats(specs, cap=8)
+    assert repeats["L0_1"] == repeats["L0_2"] == 5 and repeats["L0_10"] == 1  # 2 x 5 ~ 10 x 1
+    assert repeats["L0_30"] == 3 and repeats["L0_31"] == 1  # kinds are balanced apart
+    assert length_repeats(specs, cap=4)["L0_1"] == 4 and set(length_repeats(specs, cap=1).values()) == {1}
+
+
+def test_length_cap_multiplies_a_rare_lengths_copies_in_the_corpus(family):
+    specs, train, _ = family
+    by_id = {s.task_id: s for s in specs}
+    plain = build_corpus(specs, train, "cuda", constant_draws=2)
+    balanced = build_corpus(specs, train, "cuda", constant_draws=2, length_cap=8)
+    repeats = length_repeats([by_id[t.id] for t in train], 8)
+    assert max(repeats.values()) > 1
+    for task in train:
+        count = len(variants(by_id[task.id], "cuda"))
+        assert sum(s.task_id == task.id for s in plain) == 2 * count
+        assert sum(s.task_id == task.id for s in balanced) == 2 * repeats[task.id] * count
+    with pytest.raises(ValueError, match="length_cap"):
+        build_corpus(specs, train, "cuda", length_cap=0)
 
 
 def test_constant_draws_of_a_task_not_written_from_its_spec_keep_it_as_is(family):

@@ -64,6 +64,7 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert record["before"]["step"] == 0 and record["after"]["step"] == record["rl"]["steps"] == 2
     assert record["sft"]["steps"] == 4 and record["partial"] is None
     assert record["corpus"]["constant_draws"] == 3  # the default: each task with 3 draws of its constants
+    assert record["corpus"]["length_cap"] == 8  # and a rare chain length's tasks up to 8x
     assert set(record["phases_s"]) == {"family+corpus", "baseline", "sft", "rl"}
     assert len(record["training"]) == 2
     config = json.loads((out / "rl" / "config.json").read_text())
@@ -304,6 +305,9 @@ def test_no_constant_draws_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--scale", "toy", "--constant-draws", "0"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
     assert "--constant-draws 0: use 1 or more" in capsys.readouterr().err
+    argv = ["--out", str(tmp_path / "out"), "--scale", "toy", "--length-cap", "0"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "--length-cap 0: use 1 or more" in capsys.readouterr().err
 
 
 class SlowPolicy(CyclingPolicy):
