@@ -156,10 +156,7 @@ class LearningRun:
     def __init__(self, args: argparse.Namespace, evaluator_factory=None) -> None:
         if args.rl_tasks < 0:
             raise UsageError(f"--rl-tasks {args.rl_tasks}: use 0 (none) or more")
-        if args.constant_draws < 1:
-            raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
-        if args.length_cap < 1:
-            raise UsageError(f"--length-cap {args.length_cap}: use 1 or more (1: every task the same weight)")
+        sft.check_corpus_arguments(args)
         self.args = args
         self.out = Path(args.out)
         self.work = Path(args.work or tempfile.mkdtemp(prefix="kevin-learning-"))
@@ -416,7 +413,7 @@ class LearningRun:
         evaluator, picks, futures = self.start_baseline(specs, heldout)
         config = self.sft_config()
         prepared = sft.prepare(config, samples)
-        stats = corpora.corpus_stats(samples, prepared.codec.count_tokens_many)
+        stats = corpora.corpus_stats(samples, prepared.completion_tokens, prepared.prompt_tokens)
         (self.kept / "corpus_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
         corpora.write_corpus(samples[:: max(1, len(samples) // 12)], self.kept / "corpus_sample.jsonl")
         self.record["corpus"] = {
@@ -499,20 +496,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(its --out or report folder); refused unless it evaluated the same kernels",
     )
     parser.add_argument("--baseline-per-task", type=int, default=2, help="corpus variants per held-out task")
-    parser.add_argument(
-        "--constant-draws",
-        type=int,
-        default=corpora.CONSTANT_DRAWS,
-        help="draws of each training task's constants in the SFT corpus (kevin.train.corpus; 1: as written, "
-        "sessions 10-14)",
-    )
-    parser.add_argument(
-        "--length-cap",
-        type=int,
-        default=corpora.LENGTH_CAP,
-        help="copies of a rare chain length's tasks in the SFT corpus, at most (kevin.train.corpus."
-        "length_repeats; 1: every task the same weight, sessions 10-16)",
-    )
+    sft.add_corpus_arguments(parser)
     parser.add_argument(
         "--train-tasks", type=int, default=600, help="training tasks of the family (full scale; 8 held out; 120 memorised, s10)"
     )

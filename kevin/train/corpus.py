@@ -43,7 +43,7 @@ import dataclasses
 import itertools
 import json
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -194,11 +194,11 @@ def tokenizer_texts(samples: Sequence[Sample]) -> list[str]:
     return sorted({s.prompt for s in samples}) + [s.completion for s in samples]
 
 
-def corpus_stats(samples: Sequence[Sample], count_tokens: Callable[[list[str]], list[int]]) -> dict:
-    """Sizes for the record: samples per label, tasks, completion and prompt token lengths.
-    `count_tokens` counts a batch of texts (TextCodec.count_tokens_many)."""
-    completion = sorted(count_tokens([s.completion for s in samples]))
-    prompts = sorted(count_tokens(sorted({s.prompt for s in samples})))
+def corpus_stats(samples: Sequence[Sample], completion_tokens: Iterable[int], prompt_tokens: Iterable[int]) -> dict:
+    """Sizes for the record: samples per label, tasks, and the token lengths of the completions and
+    of the distinct prompts (kevin.train.sft.Prepared has both: nothing is encoded twice)."""
+    completion = sorted(completion_tokens)
+    prompts = sorted(prompt_tokens)
 
     def spread(values: list[int]) -> dict:
         if not values:

@@ -189,23 +189,24 @@ class TextCodec:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def encode_prompt(self, text: str) -> list[int]:
-        return list(self.tokenizer(self.format_prompt(text), add_special_tokens=False)["input_ids"])
+        return self.encode_prompts([text])[0]
 
     def encode_completion(self, text: str, finish_reason: str | None) -> list[int]:
-        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        return ids + [self.eos_id] if finish_reason == "stop" else ids
+        return self.encode_completions([text], finish_reason)[0]
 
     def encode_prompts(self, texts: Sequence[str]) -> list[list[int]]:
-        """`encode_prompt` of each text, in one batch call (the fast tokenizer's threads)."""
-        formatted = [self.format_prompt(text) for text in texts]
-        return [list(ids) for ids in self.tokenizer(formatted, add_special_tokens=False)["input_ids"]] if texts else []
+        """`encode_prompt` of each text, in one call (a batch uses the fast tokenizer's threads)."""
+        return self._ids([self.format_prompt(text) for text in texts])
 
     def encode_completions(self, texts: Sequence[str], finish_reason: str | None) -> list[list[int]]:
-        """`encode_completion` of each text, in one batch call."""
+        """`encode_completion` of each text, in one call; the end token after those that stopped."""
+        tail = [self.eos_id] if finish_reason == "stop" else []
+        return [ids + tail for ids in self._ids(list(texts))]
+
+    def _ids(self, texts: list[str]) -> list[list[int]]:
         if not texts:
             return []
-        tail = [self.eos_id] if finish_reason == "stop" else []
-        return [list(ids) + tail for ids in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+        return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
     def decode_completion(self, ids: list[int]) -> str:
         kept = [i for i in ids if i not in (self.eos_id, self.pad_id)]
@@ -214,5 +215,3 @@ class TextCodec:
     def count_tokens(self, text: str) -> int:
         return len(self.encode_prompt(text))
 
-    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
-        return [len(ids) for ids in self.encode_prompts(texts)]

@@ -134,15 +134,24 @@ class SFTResult:
 # Data
 
 
-def encode_samples(
-    samples: Sequence[Sample], codec: Any, max_tokens: int
-) -> tuple[list[tuple[list[int], int]], int]:
-    """(token ids, prompt length) per sample that fits `max_tokens`, and how many did not. Each
+def token_ids(samples: Sequence[Sample], codec: Any) -> tuple[dict[str, list[int]], list[list[int]]]:
+    """(ids of each distinct prompt, ids of each sample's completion with the end token). Each
     distinct prompt is encoded once (the learning run's 35k samples hold ~1.7k prompts) and the
     completions in one batch: one call per sample took 78 s of the H200 run's 120 s of preparation."""
     distinct = sorted({sample.prompt for sample in samples})
     prompts = dict(zip(distinct, codec.encode_prompts(distinct)))
-    completions = codec.encode_completions([sample.completion for sample in samples], "stop")
+    return prompts, codec.encode_completions([sample.completion for sample in samples], "stop")
+
+
+def encode_samples(
+    samples: Sequence[Sample],
+    codec: Any,
+    max_tokens: int,
+    ids: tuple[dict[str, list[int]], list[list[int]]] | None = None,
+) -> tuple[list[tuple[list[int], int]], int]:
+    """(token ids, prompt length) per sample that fits `max_tokens`, and how many did not; `ids`:
+    what `token_ids` gave for these samples, when the caller has it already."""
+    prompts, completions = ids or token_ids(samples, codec)
     encoded, dropped = [], 0
     for sample, completion in zip(samples, completions):
         prompt = prompts[sample.prompt]
@@ -238,6 +247,10 @@ class Prepared:
     codec: Any
     encoded: list[tuple[list[int], int]]
     dropped: int
+    prompt_tokens: list[int] = field(default_factory=list)
+    """Length of each distinct prompt, for corpus_stats."""
+    completion_tokens: list[int] = field(default_factory=list)
+    """Length of each sample's completion (no end token), dropped ones included, for corpus_stats."""
 
 
 def prepare(config: SFTConfig, samples: Sequence[Sample]) -> Prepared:
@@ -248,10 +261,19 @@ def prepare(config: SFTConfig, samples: Sequence[Sample]) -> Prepared:
         raise UsageError("the corpus is empty: no samples to train on")
     tokenizer = build_tokenizer(config, samples)
     codec = TextCodec(tokenizer)
-    encoded, dropped = encode_samples(samples, codec, config.max_tokens)
+    ids = token_ids(samples, codec)
+    encoded, dropped = encode_samples(samples, codec, config.max_tokens, ids)
     if not encoded:
         raise UsageError(f"every sample is longer than max_tokens={config.max_tokens}; raise it")
-    return Prepared(tokenizer, codec, encoded, dropped)
+    prompts, completions = ids
+    return Prepared(
+        tokenizer,
+        codec,
+        encoded,
+        dropped,
+        prompt_tokens=[len(prompt) for prompt in prompts.values()],
+        completion_tokens=[len(completion) - 1 for completion in completions],
+    )
 
 
 def train_sft(
@@ -391,10 +413,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.time_limit_s is not None:
         changes["time_limit_s"] = args.time_limit_s if args.time_limit_s > 0 else None
     config = dataclasses.replace(config, seed=args.seed, **changes)
-    if args.constant_draws < 1:
-        raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
-    if args.length_cap < 1:
-        raise UsageError(f"--length-cap {args.length_cap}: use 1 or more (1: every task the same weight)")
+    check_corpus_arguments(args)
     samples = build_corpus(
         specs,
         train_tasks,
@@ -426,11 +445,19 @@ def register_commands(subparsers) -> None:
     parser.add_argument("--batch-size", type=int, help="samples per step (default: the preset's)")
     parser.add_argument("--lr", type=float, help="peak learning rate (default: the preset's)")
     parser.add_argument("--time-limit-s", type=float, help="stop training after this many seconds (0: none)")
+    add_corpus_arguments(parser)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(run=_run)
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """The corpus's weights, for `kevin sft` and the learning run (bench/learning_run.py) alike."""
     parser.add_argument(
         "--constant-draws",
         type=int,
         default=CONSTANT_DRAWS,
-        help=f"draws of each task's constants in the corpus (default {CONSTANT_DRAWS}; 1: each task as written)",
+        help=f"copies of each training task in the corpus, with other draws of its constants "
+        f"(kevin.train.corpus; default {CONSTANT_DRAWS}; 1: each task as written)",
     )
     parser.add_argument(
         "--length-cap",
@@ -439,5 +466,11 @@ def register_commands(subparsers) -> None:
         help=f"copies of a rare chain length's tasks, at most (kevin.train.corpus.length_repeats; default "
         f"{LENGTH_CAP}; 1: every task the same weight)",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.set_defaults(run=_run)
+
+
+def check_corpus_arguments(args: argparse.Namespace) -> None:
+    """UsageError for a weight `add_corpus_arguments` cannot take."""
+    if args.constant_draws < 1:
+        raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
+    if args.length_cap < 1:
+        raise UsageError(f"--length-cap {args.length_cap}: use 1 or more (1: every task the same weight)")

@@ -185,7 +185,8 @@ def test_completions_fit_the_token_budget(family):
     specs, train, heldout = family
     samples = build_corpus(specs, train + heldout, "cuda")
     codec = TextCodec(train_tiny_tokenizer(h200().model.tiny_vocab_size, tokenizer_texts(samples)))
-    stats = corpus_stats(samples, codec.count_tokens_many)
+    completion = [len(codec.encode_completion(s.completion, None)) for s in samples]
+    stats = corpus_stats(samples, completion, [codec.count_tokens(p) for p in {s.prompt for s in samples}])
     assert stats["completion_tokens"]["max"] < h200().rollout.max_completion_tokens
     assert stats["completion_tokens"]["median"] < 700
     assert stats["prompt_tokens"]["max"] < 1200

@@ -163,8 +163,10 @@ def test_batch_encoding_gives_the_ids_one_call_per_sample_gives(tmp_path):
         prompt = codec.encode_prompt(sample.prompt)
         expected.append((prompt + codec.encode_completion(sample.completion, "stop"), len(prompt)))
     assert prepared.encoded == expected and prepared.dropped == 0
+    # the lengths corpus_stats reads come from the same pass, nothing encoded twice
+    assert prepared.completion_tokens == [len(codec.encode_completion(s.completion, None)) for s in samples]
+    assert sorted(prepared.prompt_tokens) == sorted(codec.count_tokens(p) for p in {s.prompt for s in samples})
     texts = [s.completion for s in samples[:3]]
-    assert codec.count_tokens_many(texts) == [codec.count_tokens(t) for t in texts]
     assert codec.encode_completions(texts, "length") == [codec.encode_completion(t, "length") for t in texts]
     assert codec.encode_prompts([]) == [] and codec.encode_completions([], "stop") == []
 
