@@ -89,6 +89,23 @@ def test_device_slots_flag_is_one_line_exit_2(tmp_path, capsys):
     assert code == 2 and "device_slots must be at least 1" in err and len(err.splitlines()) == 1
 
 
+def test_a_flagged_verdict_prints_which_check_blocked_it(tmp_path, capsys, monkeypatch):
+    from kevin.evaluator import commands
+    from kevin.evaluator.result import EvalResult
+
+    blocked = EvalResult(
+        stage="ok", compiled=True, correct=True, speedup=0.3, runtime_ms=2.0, baseline_ms=0.6,
+        flags=["extra_threads"], checks={"runner_threads": {"started": ["python"]}},
+    )
+    monkeypatch.setattr(commands, "evaluate", lambda *args: blocked)
+    problem = tmp_path / "p.py"
+    problem.write_text("x = 1\n")
+    assert main(["eval", str(problem), str(problem), "--backend", "cpp"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("FLAGGED stage=ok speedup=0.300x") and lines[0].endswith("flags=extra_threads")
+    assert lines[1:] == ['blocked: extra_threads (runner_threads.started=["python"])']
+
+
 def test_result_json_round_trip():
     from kevin.evaluator.result import EvalResult
 

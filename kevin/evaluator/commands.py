@@ -131,6 +131,8 @@ def _run_eval(args: Any) -> int:
         print(summary_line(result))
         if result.stage != "ok":
             print(feedback.render(result))
+        elif not result.passed:  # correct but blocked: which check, with its numbers
+            print(result.explain())
     sys.stdout.flush()
     return 0
 

@@ -58,7 +58,7 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 # json, hmac, secrets, logging are imported where used: nsinit imports this module in the
@@ -229,21 +229,24 @@ def descendants(root: int) -> list[int]:
     return [pid for pid in found if pid in alive]
 
 
-def kill_descendants(root: int) -> int:
-    """Stop every process below `root` (so none can fork away), then kill them; return how many."""
-    seen: set[int] = set()
+def kill_descendants(root: int, seen: Callable[[int], None] | None = None) -> int:
+    """Stop every process below `root` (so none can fork away), then kill them; return how many.
+    `seen(pid)` is called for each as it is found, before it is stopped."""
+    found: set[int] = set()
     for _ in range(5):
-        fresh = [pid for pid in descendants(root) if pid not in seen]
+        fresh = [pid for pid in descendants(root) if pid not in found]
         if not fresh:
             break
         for pid in fresh:
+            if seen is not None:
+                seen(pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
-        seen.update(fresh)
-    for pid in seen:
+        found.update(fresh)
+    for pid in found:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    return len(seen)
+    return len(found)
 
 
 def confine_worker(job: dict[str, Any]) -> dict[str, Any]:

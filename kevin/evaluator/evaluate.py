@@ -367,6 +367,8 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
         **common,
     )
     result.stage_seconds["total"] = round(outcome.elapsed_s, 4)
+    if outcome.leftovers:
+        result.checks = dict(result.checks, left_processes=outcome.leftovers)
     builds = data.get("builds") or []
     if builds:
         result.stage_seconds["build"] = round(sum(b.get("seconds", 0.0) for b in builds), 4)

@@ -95,6 +95,18 @@ class EvalResult:
         """Correct and not blocked by any check: the only results that earn a reward."""
         return self.correct and not self.blocking_flags and self.blame != "infrastructure"
 
+    def explain(self) -> str:
+        """One line on why this verdict earns no reward, with the numbers behind each blocking flag
+        (empty when it passed): for logs, reports and test failures, which otherwise show a
+        correct kernel with a speedup and no reason."""
+        if self.passed:
+            return ""
+        if not self.correct or self.blame == "infrastructure":
+            first = self.error.strip().splitlines()[0] if self.error.strip() else "no error text"
+            return f"{self.stage} ({self.blame}): {first}"[:ERROR_CHARS]
+        parts = [f"{flag} ({why})" if (why := _evidence(flag, self.checks)) else flag for flag in self.blocking_flags]
+        return ("blocked: " + "; ".join(parts))[:ERROR_CHARS]
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -115,3 +127,28 @@ def truncate_middle(text: str, limit: int) -> str:
     keep = max(limit - len(marker), 0)
     head = keep // 2
     return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+_EVIDENCE: dict[str, tuple[tuple[str, ...], ...]] = {
+    "deferred_work": (("fetch_excess_ms",), ("fetch_ms",)),
+    "extra_threads": (("runner_threads", "started"),),
+    "global_state_changed": (("global_state",),),
+    "left_processes": (("left_processes",),),
+    "library_kernels": (("trace", "library_share"), ("trace", "library_ops_us")),
+    "no_custom_kernel": (("trace", "custom_us"),),
+    "side_stream": (("trace", "side_streams"),),
+    "lower_precision": (("precision",),),
+    "impossible_speedup": (("bandwidth_floor_ms",),),
+}
+"""Where in `checks` the numbers behind each flag are (kevin.evaluator.worker and the sandbox)."""
+
+
+def _evidence(flag: str, checks: dict[str, Any]) -> str:
+    parts = []
+    for path in _EVIDENCE.get(flag.split(":", 1)[0], ()):
+        value: Any = checks
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            parts.append(f"{'.'.join(path)}={json.dumps(value, sort_keys=True, default=str)}")
+    return ", ".join(parts)[:400]

@@ -120,6 +120,9 @@ class WorkerOutcome:
     log: str = ""
     leftover_processes: int = 0
     """Processes still alive after the worker ended (killed by us); a candidate that spawns is suspicious."""
+    leftovers: list[str] = field(default_factory=list)
+    """Each of them as `pid name state why` (why: below the worker, in its session or group, or
+    carrying its token), the evidence behind `left_processes`."""
     peak_rss_bytes: int = 0
     stage_log: list[tuple[str, float]] = field(default_factory=list)
     forged_messages: int = 0
@@ -252,7 +255,8 @@ def run_worker(
             raise
         if on_result is not None and outcome.result is not None:
             on_result(outcome)
-        outcome.leftover_processes = _kill_everything(process.pid, worker.token)
+        outcome.leftovers = _kill_everything(process.pid, worker.token)
+        outcome.leftover_processes = len(outcome.leftovers)
         process.wait()
         if outcome.returncode is None:
             outcome.returncode = process.returncode
@@ -387,14 +391,23 @@ def _has_token(pid: int, token: str) -> bool:
         return False
 
 
-def _kill_everything(session: int, token: str) -> int:
+def _kill_everything(session: int, token: str) -> list[str]:
     """Kill every process below the worker, its session and every process carrying its token;
-    return how many were still alive besides the worker itself."""
+    return those that were still alive besides the worker itself, each as `pid name state why`."""
+    from kevin.evaluator.confine import stat_fields
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(session, signal.SIGSTOP)  # the worker forks no more while its tree is walked
-    leftovers = kill_descendants(session)
+    found: dict[int, str] = {}
+
+    def note(pid: int, why: str) -> None:
+        fields = stat_fields(pid)
+        state = fields[0].decode(errors="replace") if fields else "gone"
+        found.setdefault(pid, f"{pid} {_comm(pid)} {state} {why}")
+
+    kill_descendants(session, seen=lambda pid: note(pid, "below the worker"))
     for _ in range(3):
-        found = 0
+        seen = 0
         for pid in _pids():
             if pid == os.getpid():
                 continue
@@ -403,14 +416,22 @@ def _kill_everything(session: int, token: str) -> int:
                 continue
             if stat[1] == session or stat[0] == session or _has_token(pid, token):
                 if pid != session:
-                    found += 1
+                    seen += 1
+                    note(pid, "in its session" if stat[1] == session or stat[0] == session else "with its token")
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-        leftovers = max(leftovers, found)
-        if not found:
+        if not seen:
             break
         time.sleep(0.05)
-    return leftovers
+    return [found[pid] for pid in sorted(found)]
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as handle:
+            return handle.read().decode(errors="replace").strip().replace(" ", "_") or "?"
+    except OSError:
+        return "?"
 
 
 def _read_log(path: Path, limit_chars: int) -> str:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from kevin.evaluator.confine import LockDown, _package_root, _warn_once, _write
+from kevin.evaluator.confine import LockDown, _package_root, _warn_once, _write, parent_of
 
 
 class ConfinedProcess:
@@ -77,6 +77,10 @@ class ConfinedProcess:
             except subprocess.TimeoutExpired:
                 self._popen.kill()  # its init then dies by PR_SET_PDEATHSIG, and the namespace
                 self._popen.wait()
+                # ... but not at once: until then they are the spawner's (a subreaper's) orphans,
+                # alive, and a walk of its tree would take them for processes left behind.
+                for pid in (self.init_pid, self.pid):
+                    _end(pid, ORPHAN_WAIT_S)
         self._release()
 
     def __enter__(self) -> ConfinedProcess:
@@ -84,6 +88,28 @@ class ConfinedProcess:
 
     def __exit__(self, *_: object) -> None:
         self.kill()
+
+
+ORPHAN_WAIT_S = 5.0
+
+
+def _end(pid: int, timeout: float) -> None:
+    """When `pid` is this process's child (an orphan of the killed supervisor, handed to this
+    subreaper), SIGKILL it and reap it, waiting up to `timeout` seconds. Anything else is left
+    alone: its pid may already be another process's."""
+    import time
+
+    info = parent_of(pid) if pid > 0 else None
+    if info is None or info[0] != os.getpid():
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        time.sleep(0.01)
 
 
 def spawn_confined(

@@ -56,10 +56,11 @@ def speedup(row: Row) -> float | None:
 
 
 def short_error(row: Row, limit: int = ERROR_CHARS) -> str:
-    """The first line of the verdict's error (its blocking flags for a blocked attempt), at most
+    """The first line of the verdict's error (its blocking flags and their numbers for a blocked
+    attempt, EvalResult.explain), at most
     `limit` characters; pipes escaped for markdown tables."""
     result = verdict(row)
-    text = result.error.strip() or (", ".join(result.blocking_flags) if result.correct else "")
+    text = result.error.strip() or (result.explain() if result.correct else "")
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     if len(line) > limit:
         line = line[: limit - 3] + "..."

@@ -416,7 +416,8 @@ def _no_winner_reason(rows: Sequence[Mapping[str, Any]], verification: Sequence[
     if not verification:
         failures = attempts.failures_by_stage(rows)
         counts = ", ".join(f"{kind} {count}" for kind, count, _ in failures) or "none"
-        return f"no attempt passed ({len(rows)} attempts; failures: {counts})"
+        commonest = f"; the commonest, {failures[0][0]}: {failures[0][2][0][0]}" if failures else ""
+        return f"no attempt passed ({len(rows)} attempts; failures: {counts}{commonest})"
     first = verification[0]
     failed = first["checks"][-1]
     return (

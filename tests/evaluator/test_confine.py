@@ -158,6 +158,26 @@ def test_a_subreaper_finds_and_kills_a_double_forked_daemon_with_no_environment(
     assert confine.parent_of(daemon) is None or not confine.parent_of(daemon)[1]
 
 
+def test_the_sandbox_names_each_process_it_finds_left_with_how_it_found_it():
+    """`left_processes` on a verdict comes with `checks.left_processes`: which processes, in what
+    state, and why they counted (below the worker, in its session, with its token)."""
+    from kevin.evaluator.sandbox import _kill_everything
+
+    code = "import os, subprocess, time\nsubprocess.Popen(['sleep', '307'])\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n"
+    worker = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert int(worker.stdout.readline()) == worker.pid
+        deadline = time.monotonic() + 10
+        while not confine.descendants(worker.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (child,) = confine.descendants(worker.pid)
+        found = _kill_everything(worker.pid, "no-such-token")
+        assert found == [f"{child} sleep S below the worker"], found
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_timed_inputs_are_fresh_values_not_rows_seen_before():
     problem = types.ModuleType("p")
     exec(

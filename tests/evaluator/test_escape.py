@@ -228,6 +228,29 @@ def test_the_namespace_dies_with_its_spawner_not_with_its_thread(marker, thread)
     assert _left_after(marker, 5) == [], "the runner's daemon outlived the spawner"
 
 
+def test_a_kill_past_its_grace_leaves_nothing_below_a_subreaper_spawner(marker):
+    """A supervisor that does not end within the grace is SIGKILLed; its init and target, handed to
+    the spawner (a subreaper, as kevin's worker is), must be gone when kill() returns: the sandbox
+    walks the worker's tree right after its result and counts whatever lives there as left behind."""
+    _need_namespace()
+    code = f"""
+        import json, os, subprocess
+        from kevin.evaluator import confine, spawn
+        confine.become_subreaper()
+        process = spawn.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE)
+        process.stdout.readline()
+        process.kill(grace=0.0)
+        print(json.dumps([open(f"/proc/{{pid}}/comm").read().strip() for pid in confine.descendants(os.getpid())]))
+    """
+    done = subprocess.run(
+        [PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [], "processes below the spawner outlived kill()"
+    assert _left_after(marker, 5) == []
+
+
 # (iii) and (iv) reads: another job's files, the baseline cache, lock files ---------------------
 
 

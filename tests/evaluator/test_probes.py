@@ -242,6 +242,40 @@ def test_a_thread_that_ended_does_not_hide_one_the_candidate_started():
     assert thread_changes(before, churned)["started"] == []
 
 
+def test_a_changed_setting_is_recorded_as_before_and_after_and_a_bad_reply_as_data():
+    from kevin.evaluator.worker.timed import state_changes
+
+    before = {"num_threads": 1, "float32_matmul_precision": "highest", "matmul.allow_tf32": False}
+    after = dict(before, num_threads=4)
+    assert state_changes(before, after) == {"num_threads": ["1", "4"]}
+    assert state_changes(before, ["x" * 500]) == {"(reply)": [str(before)[:60], str(["x" * 500])[:60]]}
+
+
+def test_explain_names_each_blocking_flag_with_the_numbers_behind_it():
+    """A blocked verdict is correct and has a speedup; without this line a log, a report or a failed
+    test shows no reason (CI's s16 run: three honest kernels blocked, the flag never printed)."""
+    checks = {
+        "fetch_excess_ms": 1.31,
+        "fetch_ms": {"clean_median": 0.2, "timed": [1.5, 1.6, 1.9]},
+        "runner_threads": {"before": 3, "after": 4, "new": ["python"], "gone": [], "started": ["python"]},
+        "left_processes": ["812 python R below the worker"],
+        "trace": {"library_share": 0.93, "library_ops_us": {"aten::mm": 40.0}, "custom_us": 0.0},
+    }
+    flags = ["deferred_work", "extra_threads", "left_processes", "library_kernels", "inputs_mutated", "slow_warmup"]
+    blocked = EvalResult(stage="ok", compiled=True, correct=True, speedup=0.3, flags=flags, checks=checks)
+    line = blocked.explain()
+    assert line.startswith("blocked: deferred_work (fetch_excess_ms=1.31, fetch_ms={")
+    assert 'extra_threads (runner_threads.started=["python"])' in line
+    assert 'left_processes (left_processes=["812 python R below the worker"])' in line
+    assert 'library_kernels (trace.library_share=0.93, trace.library_ops_us={"aten::mm": 40.0})' in line
+    assert line.endswith("; inputs_mutated") and "slow_warmup" not in line and "\n" not in line
+    wrong = EvalResult(stage="correctness", compiled=True, error="max abs error 3.1\nmore", blame="candidate")
+    assert wrong.explain() == "correctness (candidate): max abs error 3.1"
+    ours = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.0, blame="infrastructure")
+    assert ours.explain() == "ok (infrastructure): no error text"
+    assert EvalResult(stage="ok", compiled=True, correct=True, speedup=1.0).explain() == ""
+
+
 def test_the_kernel_table_names_each_kernel_once_with_whose_it_is():
     """For the profile feedback (kevin.rl.profiles): every device kernel by name, launches and time,
     library work marked, the orphan kernel the candidate's, copies allowed."""

@@ -159,7 +159,7 @@ def test_a_real_cpp_evaluation_carries_the_kernel_table_its_summary_reads():
     task = next(t for t in load_bundled() if t.name.endswith("gelu_tanh"))
     source = (Path(bundled_dir()).parent / "cpp" / "01_gelu_tanh.py").read_text()
     result = evaluate(task, source, EvalConfig(backend="cpp"))
-    assert result.passed, result.error
+    assert result.passed, result.explain()
     rows = result.checks["trace"]["kernels"]
     assert rows[0]["name"] == "gelu_tanh" and rows[0]["whose"] == "custom" and rows[0]["us"] > 0
     text = trace_summary(result, 600)

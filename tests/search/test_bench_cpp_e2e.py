@@ -9,6 +9,7 @@ import json
 import pytest
 
 from kevin.evaluator.evaluate import EvalConfig, evaluate  # an import failure fails, never skips
+from kevin.evaluator.result import EvalResult
 from kevin.evaluator.timing import TimingConfig
 from kevin.rl.env import ThreadPoolEvaluator
 from kevin.rl.replay import ReplayPolicy
@@ -51,6 +52,7 @@ def test_replayed_honest_candidate_passes_on_both_turns(tmp_path):
     for row in rows:
         verdict = row["verdict"]
         assert verdict["stage"] == "ok" and verdict["correct"], verdict["error"] + verdict["log"]
+        assert EvalResult.from_dict(verdict).passed, EvalResult.from_dict(verdict).explain()
         assert verdict["speedup"] > 0 and row["score"] == pytest.approx(0.3 + verdict["speedup"])
     best = max(row["verdict"]["speedup"] for row in rows)
     overall = outcome.metrics["table1"]["overall"]

@@ -408,7 +408,7 @@ def test_no_winner_exits_1_with_the_report_written(module, tmp_path, capsys):
     argv += ["--backend", "cpp", "--jobs", "1"]
     assert main(argv) == 1
     captured = capsys.readouterr()
-    assert captured.err.strip() == "kevin: no winner: no attempt passed (4 attempts; failures: format 4)"
+    assert captured.err.strip() == "kevin: no winner: no attempt passed (4 attempts; failures: format 4; the commonest, format: the answer has no fenced code block)"
     assert "turn 2/2: 2 attempts, 0 passed, best - (so far -); failed: format 2" in captured.out
     out_dir = tmp_path / "model_kevin"  # the default: beside the module
     report = (out_dir / "report.md").read_text()
@@ -464,7 +464,7 @@ def test_a_transformers_model_as_the_policy(module, tmp_path, capsys):
     argv += ["--trajectories", "2", "--turns", "1", "--backend", "cpp", "--out", str(tmp_path / "out")]
     assert main(argv) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after transformers' loading bars
-    assert last == "kevin: no winner: no attempt passed (2 attempts; failures: format 2)"
+    assert last.startswith("kevin: no winner: no attempt passed (2 attempts; failures: format 2; the commonest, format: ")
     rows = rows_of(tmp_path / "out")
     # Sampling may draw the end token within 8 tokens (a flake seen in session 10): either way, no code.
     assert len(rows) == 2 and all(r["finish_reason"] in ("length", "stop") and r["candidate"] is None for r in rows)

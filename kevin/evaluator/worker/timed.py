@@ -288,8 +288,19 @@ class TimingStage:
             raise timed_out.failure(during=self.stage_name) from None
         except RunnerFailed:
             return
-        if state.get("flags") != self.state_before.get("flags"):
+        before, after = self.state_before.get("flags"), state.get("flags")
+        if after != before:
             self.flags.append("global_state_changed")
+            self.checks["global_state"] = state_changes(before, after)
+
+
+def state_changes(before: Any, after: Any) -> dict[str, list[str]]:
+    """The settings that differ, each as [before, after] (the runner's reply is data: at most 8
+    keys, every value cut to 60 characters)."""
+    if not (isinstance(before, dict) and isinstance(after, dict)):
+        return {"(reply)": [str(before)[:60], str(after)[:60]]}
+    keys = sorted((k for k in {*before, *after} if before.get(k) != after.get(k)), key=str)[:8]
+    return {str(k)[:60]: [str(before.get(k))[:60], str(after.get(k))[:60]] for k in keys}
 
 
 def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, Any]:
