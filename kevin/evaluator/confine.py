@@ -200,6 +200,21 @@ def stat_fields(pid: int) -> list[bytes] | None:
     return data[data.rfind(b")") + 2 :].split()
 
 
+PF_EXITING = 0x4
+"""The kernel's per-process flag set when do_exit begins (include/linux/sched.h)."""
+
+
+def exiting(fields: list[bytes]) -> bool:
+    """Whether a process (its `stat_fields`) has begun to exit: a zombie, or PF_EXITING set while
+    it still tears down (unmapping a large address space takes a while)."""
+    if fields[0] in (b"Z", b"X"):
+        return True
+    try:
+        return bool(int(fields[6]) & PF_EXITING)
+    except (IndexError, ValueError):
+        return False
+
+
 def parent_of(pid: int) -> tuple[int, bool] | None:
     """(parent pid, alive) of a process; None when it is gone. Zombies are not alive."""
     fields = stat_fields(pid)

@@ -119,10 +119,10 @@ class WorkerOutcome:
     elapsed_s: float = 0.0
     log: str = ""
     leftover_processes: int = 0
-    """Processes still alive after the worker ended (killed by us); a candidate that spawns is suspicious."""
+    """Processes still running (not exiting) after the worker ended, killed by us: `left_processes`."""
     leftovers: list[str] = field(default_factory=list)
-    """Each of them as `pid name state why` (why: below the worker, in its session or group, or
-    carrying its token), the evidence behind `left_processes`."""
+    """Every process found, exiting ones too, as `pid name state why` (why: below the worker, in
+    its session or group, or carrying its token): the evidence behind `left_processes`."""
     peak_rss_bytes: int = 0
     stage_log: list[tuple[str, float]] = field(default_factory=list)
     forged_messages: int = 0
@@ -255,8 +255,7 @@ def run_worker(
             raise
         if on_result is not None and outcome.result is not None:
             on_result(outcome)
-        outcome.leftovers = _kill_everything(process.pid, worker.token)
-        outcome.leftover_processes = len(outcome.leftovers)
+        outcome.leftovers, outcome.leftover_processes = _kill_everything(process.pid, worker.token)
         process.wait()
         if outcome.returncode is None:
             outcome.returncode = process.returncode
@@ -391,19 +390,24 @@ def _has_token(pid: int, token: str) -> bool:
         return False
 
 
-def _kill_everything(session: int, token: str) -> list[str]:
-    """Kill every process below the worker, its session and every process carrying its token;
-    return those that were still alive besides the worker itself, each as `pid name state why`."""
-    from kevin.evaluator.confine import stat_fields
+def _kill_everything(session: int, token: str) -> tuple[list[str], int]:
+    """Kill every process below the worker, its session and every process carrying its token.
+    Returns those that were still there besides the worker itself, each as `pid name state why`,
+    and how many of them were not already exiting: a process whose exit has begun (a runner the
+    worker killed, still unmapping its memory) was not left running, and counts for nothing."""
+    from kevin.evaluator.confine import exiting, stat_fields
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(session, signal.SIGSTOP)  # the worker forks no more while its tree is walked
-    found: dict[int, str] = {}
+    found: dict[int, tuple[str, bool]] = {}
 
     def note(pid: int, why: str) -> None:
+        if pid in found:
+            return
         fields = stat_fields(pid)
         state = fields[0].decode(errors="replace") if fields else "gone"
-        found.setdefault(pid, f"{pid} {_comm(pid)} {state} {why}")
+        ending = fields is None or exiting(fields)
+        found[pid] = (f"{pid} {_comm(pid)} {state}{' exiting' if ending else ''} {why}", ending)
 
     kill_descendants(session, seen=lambda pid: note(pid, "below the worker"))
     for _ in range(3):
@@ -423,7 +427,8 @@ def _kill_everything(session: int, token: str) -> list[str]:
         if not seen:
             break
         time.sleep(0.05)
-    return [found[pid] for pid in sorted(found)]
+    entries = [found[pid] for pid in sorted(found)]
+    return [text for text, _ in entries], sum(not ending for _, ending in entries)
 
 
 def _comm(pid: int) -> str:

@@ -171,11 +171,26 @@ def test_the_sandbox_names_each_process_it_finds_left_with_how_it_found_it():
         while not confine.descendants(worker.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         (child,) = confine.descendants(worker.pid)
-        found = _kill_everything(worker.pid, "no-such-token")
-        assert found == [f"{child} sleep S below the worker"], found
+        found, running = _kill_everything(worker.pid, "no-such-token")
+        assert found == [f"{child} sleep S below the worker"] and running == 1, found
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_a_process_that_has_begun_to_exit_is_told_from_a_running_one():
+    """The sandbox's walk right after a result may meet a runner the worker killed, still tearing
+    down: exiting (PF_EXITING, or a zombie), it was not left running."""
+    running = confine.stat_fields(os.getpid())
+    assert running is not None and not confine.exiting(running)
+    dying = [b"R", b"1", b"1", b"1", b"0", b"-1", str(0x400000 | confine.PF_EXITING).encode()]
+    assert confine.exiting(dying) and not confine.exiting([b"R", b"1", b"1", b"1", b"0", b"-1", b"4194304"])
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while (confine.stat_fields(child.pid) or [b"Z"])[0] != b"Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert confine.exiting(confine.stat_fields(child.pid))  # a zombie until reaped
+    child.wait()
 
 
 def test_timed_inputs_are_fresh_values_not_rows_seen_before():
