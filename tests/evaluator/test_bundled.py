@@ -273,7 +273,7 @@ def test_triton_candidate_passes_the_evaluator_on_gpu(name, size, tmp_path):
         # pytest.fail, not an assert message: pytest cuts those short, and the GPU session's first
         # run (s15) lost the runner's traceback so ("...triton/runtime/jit.py", li...).
         pytest.fail(
-            f"{name} {size}: stage {result.stage}, flags {result.flags}\nerror:\n{result.error}\n"
+            f"{name} {size}: {result.explain()}\nstage {result.stage}, flags {result.flags}\nerror:\n{result.error}\n"
             f"log (tail):\n{result.log[-4000:]}",
             pytrace=False,
         )

@@ -174,6 +174,7 @@ def test_each_candidate_passes_the_evaluator_on_gpu(name, batch_size, generated,
     config = EvalConfig(backend="cuda", cache_dir=str(tmp_path), baseline_cache=False)
     result = evaluate(task.as_task(), (GENERATED / f"{name}.py").read_text(), config)
     assert result.stage == "ok" and result.correct and result.passed, (
+        result.explain(),
         result.error,
         result.flags,
         result.log[-2000:],
