@@ -189,10 +189,12 @@ def _add_rule(libc: Any, ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def stat_fields(pid: int) -> list[bytes] | None:
-    """The fields of /proc/<pid>/stat after the command name (state first); None when it is gone."""
+def stat_fields(pid: int, tid: int | None = None) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat (of its thread `tid` when given) after the command name
+    (state first); None when it is gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
+        with open(path, "rb") as handle:
             data = handle.read()
     except OSError:
         return None
@@ -201,12 +203,10 @@ def stat_fields(pid: int) -> list[bytes] | None:
 
 
 PF_EXITING = 0x4
-"""The kernel's per-process flag set when do_exit begins (include/linux/sched.h)."""
+"""The kernel's per-task flag set when do_exit begins (include/linux/sched.h)."""
 
 
-def exiting(fields: list[bytes]) -> bool:
-    """Whether a process (its `stat_fields`) has begun to exit: a zombie, or PF_EXITING set while
-    it still tears down (unmapping a large address space takes a while)."""
+def _ending(fields: list[bytes]) -> bool:
     if fields[0] in (b"Z", b"X"):
         return True
     try:
@@ -215,12 +215,31 @@ def exiting(fields: list[bytes]) -> bool:
         return False
 
 
+def running(pid: int, fields: list[bytes]) -> bool:
+    """Whether any thread of process `pid` (`fields`: its stat_fields) can still run. Not when its
+    exit has begun (a zombie, or PF_EXITING while it tears down: a runner just killed). But a leader
+    thread that ended alone (SYS_exit, not exit_group) shows the whole process as a zombie in
+    /proc/<pid>/stat while its other threads run on: those are read too."""
+    if not _ending(fields):
+        return True
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        task = stat_fields(pid, int(tid)) if tid.isdigit() and int(tid) != pid else None
+        if task is not None and not _ending(task):
+            return True
+    return False
+
+
 def parent_of(pid: int) -> tuple[int, bool] | None:
-    """(parent pid, alive) of a process; None when it is gone. Zombies are not alive."""
+    """(parent pid, running) of a process; None when it is gone. A process whose every thread has
+    begun to exit is not running (`running`)."""
     fields = stat_fields(pid)
     if fields is None:
         return None
-    return int(fields[1]), fields[0] not in (b"Z", b"X")
+    return int(fields[1]), running(pid, fields)
 
 
 def descendants(root: int) -> list[int]:

@@ -351,11 +351,12 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """(process group, session) of a live process; None for a zombie or a process gone."""
-    from kevin.evaluator.confine import stat_fields
+    """(process group, session) of a running process (confine.running); None for one gone or whose
+    every thread has begun to exit."""
+    from kevin.evaluator.confine import running, stat_fields
 
     fields = stat_fields(pid)
-    if fields is None or fields[0] in (b"Z", b"X"):
+    if fields is None or not running(pid, fields):
         return None
     return int(fields[2]), int(fields[3])
 
@@ -395,7 +396,7 @@ def _kill_everything(session: int, token: str) -> tuple[list[str], int]:
     Returns those that were still there besides the worker itself, each as `pid name state why`,
     and how many of them were not already exiting: a process whose exit has begun (a runner the
     worker killed, still unmapping its memory) was not left running, and counts for nothing."""
-    from kevin.evaluator.confine import exiting, stat_fields
+    from kevin.evaluator.confine import running, stat_fields
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(session, signal.SIGSTOP)  # the worker forks no more while its tree is walked
@@ -406,7 +407,7 @@ def _kill_everything(session: int, token: str) -> tuple[list[str], int]:
             return
         fields = stat_fields(pid)
         state = fields[0].decode(errors="replace") if fields else "gone"
-        ending = fields is None or exiting(fields)
+        ending = fields is None or not running(pid, fields)
         found[pid] = (f"{pid} {_comm(pid)} {state}{' exiting' if ending else ''} {why}", ending)
 
     kill_descendants(session, seen=lambda pid: note(pid, "below the worker"))
