@@ -8,6 +8,7 @@ The static gate is off: these tests are about the sandbox, the checker and the c
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 from pathlib import Path
 
@@ -290,6 +291,19 @@ def test_child_processes_are_killed(task, config):
     result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
     assert "left_processes" in result.flags and not result.passed
     assert _marked("sleep\x00304") == [], "a process started by the candidate outlived the evaluation"
+
+
+def test_a_child_whose_main_thread_ended_alone_is_still_a_process_left(task, config):
+    # SYS_exit (x86-64: 60) ends the child's main thread only: /proc says zombie, its other thread
+    # runs on. The runner's count read the zombie and missed it (the namespace still killed it).
+    if os.uname().machine != "x86_64":
+        pytest.skip("the test's syscall number is x86-64's")
+    holder = "import ctypes,threading,time;threading.Thread(target=lambda:time.sleep(306)).start();ctypes.CDLL(None).syscall(60,0)"
+    prelude = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {holder!r}])\ntime.sleep(1)\n"
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert "left_processes" in result.flags and not result.passed, result.explain()
+    assert "left 1 process" in result.error
+    assert _marked("time.sleep(306)") == [], "the process outlived the evaluation"
 
 
 def test_broken_reference_is_blamed_on_infrastructure(config):
