@@ -1,8 +1,10 @@
-"""Shared test fixtures: where KernelBench lives, and the `gpu` marker's skip."""
+"""Shared test fixtures: where KernelBench lives, the `gpu` marker's skip, and one toolchain folder
+for the whole run."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,18 @@ def kernelbench() -> Path:
     if not (path / "level1").is_dir():
         pytest.skip(f"KernelBench data not found at {path} (set KEVIN_KERNELBENCH_DIR)")
     return path
+
+
+def pytest_configure(config):
+    """Every test's evaluator shares one toolchain folder (kevin.evaluator.fastbuild.toolchain_root):
+    the shim and the reference binding are built once for the run, not once per test's cache (each
+    is most of a minute on 2 cores; CI built them ~40 times). The adversarial corpus's cache is the
+    folder, as its tests already share it; subprocesses inherit the variable."""
+    if "KEVIN_TOOLCHAIN_DIR" not in os.environ:
+        sys.path.insert(0, str(REPO_ROOT / "bench"))
+        from adversarial import default_cache
+
+        os.environ["KEVIN_TOOLCHAIN_DIR"] = str(default_cache())
 
 
 def pytest_collection_modifyitems(config, items):

@@ -553,7 +553,7 @@ class Broker:
                 ]
             ).encode()
         ).hexdigest()[:16]
-        root = self.cache_root.parent / "symbols"
+        root = fastbuild.toolchain_root(self.cache_root) / "symbols"
         directory = root / digest
         record = directory / "reference.json"
         name = f"kevin_reference_{digest}"

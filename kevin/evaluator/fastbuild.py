@@ -217,10 +217,22 @@ def _build_shim(name: str, directory: Path) -> None:
     cpp_extension.load(**shim_build_arguments(name, directory))
 
 
+TOOLCHAIN_VARIABLE = "KEVIN_TOOLCHAIN_DIR"
+
+
+def toolchain_root(cache_root: Path) -> Path:
+    """Where kevin keeps what it builds for itself once per toolchain (the fast builds' shim, the
+    symbol check's reference binding): beside the build cache, never in it, since a confined worker
+    may write the build cache (it builds there) but not what every later candidate links to. The
+    environment variable KEVIN_TOOLCHAIN_DIR moves them to one folder that any number of caches share
+    (each is a full torch extension build, most of a minute on 2 cores); only the judge writes it."""
+    shared = os.environ.get(TOOLCHAIN_VARIABLE)
+    return Path(shared) if shared else cache_root.parent
+
+
 def shim_root(cache_root: Path) -> Path:
-    """Shims live beside the build cache, not in it: a confined worker may write the build cache
-    (it builds there) but not the shim every later candidate links to."""
-    return cache_root.parent / "shims"
+    """The shims' folder of the build cache `cache_root` (see toolchain_root)."""
+    return toolchain_root(cache_root) / "shims"
 
 
 def shim_library(cache_root: Path, builder: Callable[[str, Path], None] | None = None) -> Path:

@@ -74,6 +74,7 @@ ENV_ALLOW = (
     "OMP_NUM_THREADS",
     "TRITON_PTXAS_PATH",
     "TRITON_CACHE_DIR",
+    "KEVIN_TOOLCHAIN_DIR",  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
 )
 
 TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"

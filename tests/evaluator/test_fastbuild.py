@@ -592,3 +592,12 @@ def test_a_fast_cuda_build_behaves_like_the_real_build(cache_root, tmp_path):
         y = fast.on_stream(x)
     stream.synchronize()
     assert torch.equal(y, x)
+
+
+def test_the_toolchain_folder_is_beside_the_cache_unless_one_is_shared(tmp_path, monkeypatch):
+    cache = tmp_path / "run" / "builds"
+    monkeypatch.delenv(fastbuild.TOOLCHAIN_VARIABLE, raising=False)
+    assert fastbuild.shim_root(cache) == tmp_path / "run" / "shims"
+    monkeypatch.setenv(fastbuild.TOOLCHAIN_VARIABLE, str(tmp_path / "shared"))
+    assert fastbuild.shim_root(cache) == tmp_path / "shared" / "shims"
+    assert fastbuild.shim_root(tmp_path / "other" / "builds") == fastbuild.shim_root(cache)
