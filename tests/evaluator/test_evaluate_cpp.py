@@ -185,6 +185,22 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert_clean(tmp_path)
 
 
+def test_a_fresh_cache_builds_no_shim_or_reference_when_a_toolchain_folder_is_shared(config, tmp_path):
+    """KEVIN_TOOLCHAIN_DIR (tests/conftest.py sets it for the run) reaches the worker through its
+    scrubbed environment, where the broker builds: a new cache does not build kevin's shim and
+    reference binding again (a full torch extension build each, most of a minute on 2 cores). The
+    bundled GELU takes the fast build: seconds in a fresh cache once the shim exists."""
+    shared = Path(os.environ["KEVIN_TOOLCHAIN_DIR"])
+    fresh = tmp_path / "fresh-cache"
+    bundled = Path(__file__).parents[2] / "kevin" / "tasks" / "bundled"
+    task = Task.from_source((bundled / "tasks" / "01_gelu_tanh.py").read_text(), id="gelu", name="gelu")
+    source = (bundled / "cpp" / "01_gelu_tanh.py").read_text()
+    result = evaluate(task, source, dataclasses.replace(config, cache_dir=str(fresh)))
+    assert result.passed, result.explain()
+    assert not (fresh / "shims").exists() and not (fresh / "symbols").exists()
+    assert list((shared / "shims").glob("*/.kevin-complete"))
+
+
 def test_second_evaluation_hits_the_build_cache(task, config):
     evaluate(task, candidate("scale_relu"), config)
     result = evaluate(task, candidate("scale_relu"), config)
