@@ -29,11 +29,13 @@ def pytest_configure(config):
     the shim and the reference binding are built once for the run, not once per test's cache (each
     is most of a minute on 2 cores; CI built them ~40 times). The adversarial corpus's cache is the
     folder, as its tests already share it; subprocesses inherit the variable."""
-    if "KEVIN_TOOLCHAIN_DIR" not in os.environ:
+    from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
+
+    if TOOLCHAIN_VARIABLE not in os.environ:
         sys.path.insert(0, str(REPO_ROOT / "bench"))
         from adversarial import default_cache
 
-        os.environ["KEVIN_TOOLCHAIN_DIR"] = str(default_cache())
+        os.environ[TOOLCHAIN_VARIABLE] = str(default_cache())
 
 
 def pytest_collection_modifyitems(config, items):

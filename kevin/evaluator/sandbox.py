@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kevin.evaluator.confine import authentic, descendants, kill_descendants
+from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
 from kevin.evaluator.result import truncate_middle
 from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
 
@@ -74,7 +75,7 @@ ENV_ALLOW = (
     "OMP_NUM_THREADS",
     "TRITON_PTXAS_PATH",
     "TRITON_CACHE_DIR",
-    "KEVIN_TOOLCHAIN_DIR",  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
+    TOOLCHAIN_VARIABLE,  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
 )
 
 TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"

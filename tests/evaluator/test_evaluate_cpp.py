@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
 from kevin.evaluator.sandbox import Limits
 from kevin.evaluator.timing import TimingConfig
 from kevin.tasks import Task
@@ -190,7 +191,7 @@ def test_a_fresh_cache_builds_no_shim_or_reference_when_a_toolchain_folder_is_sh
     scrubbed environment, where the broker builds: a new cache does not build kevin's shim and
     reference binding again (a full torch extension build each, most of a minute on 2 cores). The
     bundled GELU takes the fast build: seconds in a fresh cache once the shim exists."""
-    shared = Path(os.environ["KEVIN_TOOLCHAIN_DIR"])
+    shared = Path(os.environ[TOOLCHAIN_VARIABLE])
     fresh = tmp_path / "fresh-cache"
     bundled = Path(__file__).parents[2] / "kevin" / "tasks" / "bundled"
     task = Task.from_source((bundled / "tasks" / "01_gelu_tanh.py").read_text(), id="gelu", name="gelu")
