@@ -429,18 +429,41 @@ class MonitorConfig:
     """Warn when the pre-clip gradient norm exceeds this; none: not checked."""
     grad_norm_stop: float | None = None
     """Stop when the gradient norm exceeds this for `patience_steps` steps; none: never."""
+    drift_warn: float | None = 0.005
+    """Warn when the learner's drift (k3 KL(old || new) per token on the off-policy gradient steps,
+    kevin.train.grpo.policy_drift) exceeds this; none: not checked. s20's collapsing run (lr 1e-4,
+    replayed by bench/rl_drift.py) reached 0.001 at step 4 and 0.007 at step 10."""
+    drift_stop: float | None = None
+    """Stop when the drift exceeds this for `patience_steps` steps in a row; none: never."""
+    drift_max_warn: float | None = 3.0
+    """Warn when one update changed a sampled token's probability by more than e^this (|log r| on
+    the off-policy step; 3.0: 20x); none: not checked. s20: 6.4 at step 10, 13.5 at step 13."""
+    drift_max_stop: float | None = None
+    """Stop when that exceeds this for `patience_steps` steps in a row; none: never."""
+    format_error_warn: float = 0.1
+    """Warn when the share of responses with no parseable answer exceeds this."""
+    format_error_stop: float | None = None
+    """Stop when that share exceeds this for `patience_steps` steps in a row; none: never."""
     nonfinite_stop: bool = True
     """Stop when updates were dropped for a non-finite gradient in `patience_steps` steps in a row."""
     patience_steps: int = 3
     """Consecutive steps over a stop threshold before the run stops."""
 
     def __post_init__(self) -> None:
-        shares = [self.not_opener_warn, self.truncated_warn]
-        shares += [v for v in (self.not_opener_stop, self.truncated_stop) if v is not None]
+        shares = [self.not_opener_warn, self.truncated_warn, self.format_error_warn]
+        stops = (self.not_opener_stop, self.truncated_stop, self.format_error_stop)
+        shares += [v for v in stops if v is not None]
         _check(
             [
                 (all(0 <= v <= 1 for v in shares), "monitor share thresholds must be in [0, 1]"),
                 (self.patience_steps >= 1, "monitor.patience_steps must be at least 1"),
+                (
+                    all(
+                        v is None or v >= 0
+                        for v in (self.drift_warn, self.drift_stop, self.drift_max_warn, self.drift_max_stop)
+                    ),
+                    "monitor.drift_* thresholds must be >= 0",
+                ),
             ]
         )
 

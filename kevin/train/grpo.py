@@ -76,6 +76,14 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(q) - q - 1.0
 
 
+def policy_drift(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi_old || pi) on tokens sampled from pi_old: r - 1 - log r with
+    r = pi / pi_old. Non-negative; 0 where nothing moved. Its mean over an off-policy step's tokens
+    is how far the step's earlier updates moved the policy (s20: a run whose updates drove sampled
+    tokens' ratios to 0.002 and 23 collapsed into unparseable code within 8 steps)."""
+    return k3_kl(old_logprobs, logprobs)
+
+
 def sample_weights(
     completion_tokens: torch.Tensor,
     normalization: str,
@@ -120,6 +128,9 @@ class LossTerms:
     ratio_max: float
     ratio_min: float
     kl_sum: float
+    drift_sum: float = 0.0
+    """Sum over counted tokens of k3(old || current): how far the updates before this micro-batch moved
+    the policy on its tokens (0 on an on-policy step; `policy_drift`)."""
 
 
 def policy_loss(
@@ -165,4 +176,5 @@ def policy_loss(
             ratio_max=float(ratio.max()) if ratio.numel() else 1.0,
             ratio_min=float(ratio.min()) if ratio.numel() else 1.0,
             kl_sum=float(kl[counted].sum()),
+            drift_sum=float(policy_drift(logprobs, old_logprobs.to(logprobs.dtype))[counted].sum()),
         )

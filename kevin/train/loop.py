@@ -262,7 +262,8 @@ def step_line(step: int, total: int, metrics: dict[str, float]) -> str:
         f"samples {value('rollout/samples_nonzero', '.0f')}/{value('rollout/samples', '.0f')}",
         f"loss {value('learn/loss', '.4g')} gnorm {value('learn/grad_norm', '.3g')} "
         f"clip {value('learn/clip_low_frac', '.1%')}/{value('learn/clip_high_frac', '.1%')} "
-        f"lp-gap {value('learn/logprob_diff_max', '.2g')}",
+        f"lp-gap {value('learn/logprob_diff_max', '.2g')} "
+        f"drift {value('learn/drift', '.2g')}/{value('learn/drift_max', '.2g')}",
         f"gen {value('time/generate_s', '.1f')}s eval {value('time/evaluate_s', '.1f')}s "
         f"learn {value('time/learn_s', '.1f')}s",
     ]

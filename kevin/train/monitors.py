@@ -13,7 +13,10 @@
 `CollapseMonitor.check(metrics)` applies the rules of `MonitorConfig`: a value above a warn threshold
 raises a warning for that step; a value above a stop threshold for `patience_steps` steps in a row
 asks the loop to stop (after it saves a checkpoint). A non-finite value is above every threshold.
-An update dropped for a non-finite gradient (the learner's `nonfinite_skipped`) always warns, and
+`drift` is the learner's k3 estimate of KL(old || new) per token on a batch's off-policy gradient
+steps (kevin.train.grpo.policy_drift) and `drift_max` the largest |log ratio| there: updates that
+move the policy too far per step, the cause of session 20's collapse on the H200, show in them
+steps before the rewards and the format-error share do. An update dropped for a non-finite gradient (the learner's `nonfinite_skipped`) always warns, and
 `patience_steps` steps in a row with one stop the run (`nonfinite_stop`): the policy is not learning. The run of consecutive steps is state the
 checkpoints keep.
 """
@@ -84,6 +87,9 @@ class CollapseMonitor:
         rules = [
             ("truncated_share", config.truncated_warn, config.truncated_stop),
             ("grad_norm", config.grad_norm_warn, config.grad_norm_stop),
+            ("drift", config.drift_warn, config.drift_stop),
+            ("drift_max", config.drift_max_warn, config.drift_max_stop),
+            ("format_error_share", config.format_error_warn, config.format_error_stop),
             # any dropped update warns; patience_steps steps in a row with one stop the run
             ("nonfinite_skipped", 0.0, 0.0 if config.nonfinite_stop else None),
         ]

@@ -179,6 +179,29 @@ def test_k3_kl_by_hand_and_in_the_loss():
     assert terms.kl_sum == pytest.approx(expected)
 
 
+def test_policy_drift_is_k3_of_the_old_policy_against_the_new():
+    old = torch.tensor([[LN(0.5), LN(0.2)]], dtype=torch.float64)
+    new = torch.tensor([[LN(0.25), LN(0.2)]], dtype=torch.float64)
+    # r = 0.25 / 0.5 on the first token: r - 1 - ln r = -0.5 + ln 2; nothing moved on the second
+    drift = grpo.policy_drift(new, old)
+    assert drift[0, 0].item() == pytest.approx(-0.5 + LN(2))
+    assert drift[0, 1].item() == 0.0
+    terms = grpo.policy_loss(
+        new,
+        old,
+        torch.tensor([1.0], dtype=torch.float64),
+        torch.tensor([[1.0, 0.0]], dtype=torch.float64),  # the second token is masked out
+        torch.tensor([1.0], dtype=torch.float64),
+        clip_low=0.2,
+        clip_high=0.28,
+    )
+    assert terms.drift_sum == pytest.approx(-0.5 + LN(2))
+    on_policy = grpo.policy_loss(
+        old, old, torch.tensor([1.0]), torch.ones_like(old), torch.tensor([1.0]), clip_low=0.2, clip_high=0.28
+    )
+    assert on_policy.drift_sum == 0.0
+
+
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="ref_logprobs"):
         grpo.policy_loss(

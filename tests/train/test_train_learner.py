@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -76,6 +77,27 @@ def test_split_mode_trains_each_sample_once_and_the_second_share_is_off_policy()
     first, second = result["per_step"]
     assert first["ratio_min"] == first["ratio_max"] == 1.0
     assert second["ratio_max"] != 1.0 or second["ratio_min"] != 1.0
+
+
+def test_drift_measures_how_far_earlier_updates_moved_the_policy_and_grows_with_the_step():
+    # s20: lr 1e-4 updates drove sampled tokens' ratios to 0.002 and 23 and the policy collapsed;
+    # the step line and the monitor read this number. On-policy (the first step) it is 0.
+    drifts = []
+    for lr in (1e-4, 1e-3, 1e-2):
+        result = learner(tiny_model(), gradient_steps=2, minibatch_mode="split", lr=lr).learn(
+            samples(advantages=(1.0, -1.0, 0.7, -0.7, 0.3, -0.3)),
+            step=1,
+            max_completion_tokens=16,
+            temperature=1.0,
+        )
+        first, second = result["per_step"]
+        assert first["drift"] == pytest.approx(0.0, abs=1e-12)
+        assert second["drift"] > 0.0 and result["drift"] == second["drift"]
+        widest = max(math.log(second["ratio_max"]), -math.log(second["ratio_min"]))
+        assert result["drift_max"] == pytest.approx(widest) and widest > 0.0
+        drifts.append(result["drift"])
+    assert drifts[0] < drifts[1] < drifts[2]
+    assert drifts[2] > 100 * drifts[0]  # about quadratic in the step for small steps
 
 
 def test_gradient_accumulation_matches_one_big_micro_batch():

@@ -233,6 +233,31 @@ def test_nan_grad_norms_and_dropped_updates_trip_the_rules():
     assert [a.stop for a in relaxed.check({"nonfinite_skipped": 1.0})] == [False]
 
 
+def test_drift_and_format_errors_warn_by_default_and_stop_when_asked():
+    # s20's collapse: format errors 6-12% and ratios of 0.002..23 for steps before held-out fell.
+    defaults = CollapseMonitor(MonitorConfig())
+    assert defaults.check({"drift": 0.001, "drift_max": 1.4, "format_error_share": 0.05}) == []
+    step_13 = {"drift": 0.0068, "drift_max": 13.5, "format_error_share": 0.125}
+    assert sorted(a.metric for a in defaults.check(step_13)) == ["drift", "drift_max", "format_error_share"]
+    assert [a.stop for a in defaults.check({"drift": float("nan")})] == [False]
+    strict = CollapseMonitor(MonitorConfig(drift_stop=0.1, format_error_stop=0.3, patience_steps=2))
+    assert [a.stop for a in strict.check({"drift": 0.5})] == [False]
+    (alarm,) = strict.check({"drift": 0.5})
+    assert alarm.stop and "drift" in alarm.describe()
+    strict.check({"format_error_share": 0.4})
+    (alarm,) = strict.check({"format_error_share": 0.4})
+    assert alarm.stop and "format_error_share" in alarm.describe()
+    off = CollapseMonitor(MonitorConfig(drift_warn=None, drift_max_warn=None))
+    assert off.check({"drift": 5.0, "drift_max": float("inf")}) == []
+    strict_max = CollapseMonitor(MonitorConfig(drift_max_stop=5.0, patience_steps=1))
+    (alarm,) = strict_max.check({"drift_max": float("inf")})  # a ratio of 0: log is infinite
+    assert alarm.stop and "drift_max" in alarm.describe()
+    with pytest.raises(UsageError, match="share"):
+        MonitorConfig(format_error_warn=1.5)
+    with pytest.raises(UsageError, match="drift"):
+        MonitorConfig(drift_stop=-1.0)
+
+
 def test_a_collapse_rule_stops_the_run_with_a_checkpoint(tmp_path):
     config = tiny_config(loop={"steps": 5}, monitor={"truncated_stop": 0.5, "patience_steps": 1})
     policy = lambda r: RewritingPolicy(default_policy(r))  # noqa: E731  real sampling, cut at 12 tokens
