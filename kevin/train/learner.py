@@ -403,7 +403,8 @@ def _summarise(per_step: list[dict[str, float]]) -> dict[str, float]:
     summary["nonfinite_skipped"] = sum(s.get("nonfinite_skipped", 0.0) for s in done)
     summary["ratio_max"] = max(s["ratio_max"] for s in done)
     summary["ratio_min"] = min(s["ratio_min"] for s in done)
-    # The first step of a batch is on-policy (drift 0 with learner old log-probs): keep the largest.
+    # The first step of a batch is on-policy (drift 0 with learner old log-probs; with the sampler's,
+    # loss.old_logprobs=sampler, it holds the sampler/learner gap instead): keep the largest.
     summary["drift"] = max(s["drift"] for s in done)
     # The largest factor by which an update changed one sampled token's probability, as |log r|
     # (s20: log 1/0.0016 = 6.4 at step 10, when the mean drift was still 0.007).
