@@ -444,6 +444,11 @@ class MonitorConfig:
     """Warn when the share of responses with no parseable answer exceeds this."""
     format_error_stop: float | None = None
     """Stop when that share exceeds this for `patience_steps` steps in a row; none: never."""
+    length_drop_warn: float | None = 0.5
+    """Warn when a step's mean completion length is below (1 - this) x the first step's (0.5: half);
+    none: not checked."""
+    length_drop_stop: float | None = None
+    """Stop when that share lost exceeds this for `patience_steps` steps in a row; none: never."""
     nonfinite_stop: bool = True
     """Stop when updates were dropped for a non-finite gradient in `patience_steps` steps in a row."""
     patience_steps: int = 3
@@ -451,7 +456,13 @@ class MonitorConfig:
 
     def __post_init__(self) -> None:
         shares = [self.not_opener_warn, self.truncated_warn, self.format_error_warn]
-        stops = (self.not_opener_stop, self.truncated_stop, self.format_error_stop)
+        stops = (
+            self.not_opener_stop,
+            self.truncated_stop,
+            self.format_error_stop,
+            self.length_drop_warn,
+            self.length_drop_stop,
+        )
         shares += [v for v in stops if v is not None]
         _check(
             [

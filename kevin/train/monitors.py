@@ -16,7 +16,9 @@ asks the loop to stop (after it saves a checkpoint). A non-finite value is above
 `drift` is the learner's k3 estimate of KL(old || new) per token on a batch's off-policy gradient
 steps (kevin.train.grpo.policy_drift) and `drift_max` the largest |log ratio| there: updates that
 move the policy too far per step, the cause of session 20's collapse on the H200, show in them
-steps before the rewards and the format-error share do. An update dropped for a non-finite gradient (the learner's `nonfinite_skipped`) always warns, and
+steps before the rewards and the format-error share do. `length_drop` is the share of the first
+step's mean completion length that a step's mean has lost (responses collapsing to short answers;
+growth shows in the truncated share); the first step's length is state the checkpoints keep. An update dropped for a non-finite gradient (the learner's `nonfinite_skipped`) always warns, and
 `patience_steps` steps in a row with one stop the run (`nonfinite_stop`): the policy is not learning. The run of consecutive steps is state the
 checkpoints keep.
 """
@@ -81,6 +83,7 @@ class CollapseMonitor:
     def __init__(self, config: MonitorConfig) -> None:
         self.config = config
         self.streaks: dict[str, int] = {}
+        self.first_length: float | None = None
 
     def _rules(self) -> list[tuple[str, float | None, float | None]]:
         config = self.config
@@ -90,6 +93,7 @@ class CollapseMonitor:
             ("drift", config.drift_warn, config.drift_stop),
             ("drift_max", config.drift_max_warn, config.drift_max_stop),
             ("format_error_share", config.format_error_warn, config.format_error_stop),
+            ("length_drop", config.length_drop_warn, config.length_drop_stop),
             # any dropped update warns; patience_steps steps in a row with one stop the run
             ("nonfinite_skipped", 0.0, 0.0 if config.nonfinite_stop else None),
         ]
@@ -100,6 +104,13 @@ class CollapseMonitor:
     def check(self, metrics: dict[str, Any]) -> list[Alarm]:
         """Alarms for this step's metrics; an Alarm with stop=True means the run should end."""
         alarms = []
+        metrics = dict(metrics)
+        length = metrics.get("completion_tokens")
+        if length is not None and math.isfinite(length):
+            if self.first_length is None and length > 0:
+                self.first_length = float(length)
+            if self.first_length:
+                metrics["length_drop"] = 1.0 - float(length) / self.first_length
         for name, warn, stop in self._rules():
             value = metrics.get(name)
             if value is None:
@@ -116,10 +127,11 @@ class CollapseMonitor:
         return alarms
 
     def state(self) -> dict[str, Any]:
-        return {"streaks": dict(self.streaks)}
+        return {"streaks": dict(self.streaks), "first_length": self.first_length}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.streaks = dict(state.get("streaks", {}))
+        self.first_length = state.get("first_length")
 
 
 def _above(value: float, threshold: float) -> bool:

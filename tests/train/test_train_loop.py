@@ -258,6 +258,20 @@ def test_drift_and_format_errors_warn_by_default_and_stop_when_asked():
         MonitorConfig(drift_stop=-1.0)
 
 
+def test_a_collapsing_response_length_warns_against_the_first_step_and_the_reference_is_kept():
+    monitor = CollapseMonitor(MonitorConfig(length_drop_stop=0.8, patience_steps=1))
+    assert monitor.check({"completion_tokens": 600.0}) == []  # the reference
+    assert monitor.check({"completion_tokens": 900.0}) == []  # growth: the truncated share's job
+    assert monitor.check({"completion_tokens": 320.0}) == []  # 47% lost
+    (alarm,) = monitor.check({"completion_tokens": 240.0})  # 60% lost
+    assert not alarm.stop and "length_drop" in alarm.describe()
+    resumed = CollapseMonitor(MonitorConfig(length_drop_stop=0.8, patience_steps=1))
+    resumed.load_state(monitor.state())
+    (alarm,) = resumed.check({"completion_tokens": 60.0})  # 90% of the first step's 600 lost
+    assert alarm.stop
+    assert CollapseMonitor(MonitorConfig(length_drop_warn=None)).check({"completion_tokens": 1.0}) == []
+
+
 def test_a_collapse_rule_stops_the_run_with_a_checkpoint(tmp_path):
     config = tiny_config(loop={"steps": 5}, monitor={"truncated_stop": 0.5, "patience_steps": 1})
     policy = lambda r: RewritingPolicy(default_policy(r))  # noqa: E731  real sampling, cut at 12 tokens
