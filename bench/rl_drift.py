@@ -132,7 +132,9 @@ def probe_nll(model: torch.nn.Module, probe: list[Sample], pad_id: int, temperat
     return total / max(tokens, 1)
 
 
-def replay(lr: float, source: Replay, batches: dict[int, list[Sample]], probe: list[Sample], out) -> list[dict]:
+def replay(
+    lr: float, source: Replay, batches: dict[int, list[Sample]], probe: list[Sample], out
+) -> list[dict]:
     config = source.config
     model = source.model()
     # The run's schedule with this peak: the same warm-up length, the optimiser step count resumed.
@@ -195,9 +197,10 @@ def table(results: dict[str, list[dict]]) -> str:
         median = drifts[len(drifts) // 2] if drifts else float("nan")
         low = min((r["ratio_min"] for r in steps), default=float("nan"))
         high = max((r["ratio_max"] for r in steps), default=float("nan"))
+        widest = max(math.log(high), -math.log(low)) if low > 0 else math.inf
         lines.append(
             f"| {lr} | {len(steps)} | {_fmt(median)} / {_fmt(max(drifts, default=float('nan')))} | "
-            f"{_fmt(low)} .. {_fmt(high)} | {_fmt(max(math.log(high), -math.log(low)) if low > 0 else math.inf)} | "
+            f"{_fmt(low)} .. {_fmt(high)} | {_fmt(widest)} | "
             f"{rows[0]['probe_nll']:.4f} -> {rows[-1]['probe_nll']:.4f} |"
         )
     return "\n".join(lines) + "\n"
@@ -206,8 +209,12 @@ def table(results: dict[str, list[dict]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="an unpacked carry (family/, sft/, rl/)")
-    parser.add_argument("--episodes", type=Path, help="the episodes to replay (default: WORK/rl/episodes.jsonl)")
-    parser.add_argument("--heldout", type=Path, help="held-out rows for the probe (default: WORK/rl/heldout.jsonl)")
+    parser.add_argument(
+        "--episodes", type=Path, help="the episodes to replay (default: WORK/rl/episodes.jsonl)"
+    )
+    parser.add_argument(
+        "--heldout", type=Path, help="held-out rows for the probe (default: WORK/rl/heldout.jsonl)"
+    )
     parser.add_argument("--family", type=Path, help="the family's task folder (default: WORK/family)")
     parser.add_argument("--steps", default="3-10", help="the recorded steps to replay, e.g. 3-10")
     parser.add_argument("--lrs", default="1e-4,3e-5,1e-5", help="peak learning rates, comma-separated")

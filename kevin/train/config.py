@@ -456,14 +456,14 @@ class MonitorConfig:
 
     def __post_init__(self) -> None:
         shares = [self.not_opener_warn, self.truncated_warn, self.format_error_warn]
-        stops = (
+        optional = (
             self.not_opener_stop,
             self.truncated_stop,
             self.format_error_stop,
             self.length_drop_warn,
             self.length_drop_stop,
         )
-        shares += [v for v in stops if v is not None]
+        shares += [v for v in optional if v is not None]
         _check(
             [
                 (all(0 <= v <= 1 for v in shares), "monitor share thresholds must be in [0, 1]"),

@@ -166,7 +166,8 @@ def policy_loss(
     loss = (token_loss * mask * weights.to(logprobs.dtype)[:, None]).sum()
     with torch.no_grad():
         counted = mask > 0
-        ratio = importance_ratio(logprobs, old_logprobs.to(logprobs.dtype))[counted]
+        old = old_logprobs.to(logprobs.dtype)
+        ratio = importance_ratio(logprobs, old)[counted]
         return LossTerms(
             loss=loss,
             tokens=float(counted.sum()),
@@ -176,5 +177,5 @@ def policy_loss(
             ratio_max=float(ratio.max()) if ratio.numel() else 1.0,
             ratio_min=float(ratio.min()) if ratio.numel() else 1.0,
             kl_sum=float(kl[counted].sum()),
-            drift_sum=float(policy_drift(logprobs, old_logprobs.to(logprobs.dtype))[counted].sum()),
+            drift_sum=float(policy_drift(logprobs[counted], old[counted]).sum()),
         )

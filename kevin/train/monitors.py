@@ -18,9 +18,10 @@ steps (kevin.train.grpo.policy_drift) and `drift_max` the largest |log ratio| th
 move the policy too far per step, the cause of session 20's collapse on the H200, show in them
 steps before the rewards and the format-error share do. `length_drop` is the share of the first
 step's mean completion length that a step's mean has lost (responses collapsing to short answers;
-growth shows in the truncated share); the first step's length is state the checkpoints keep. An update dropped for a non-finite gradient (the learner's `nonfinite_skipped`) always warns, and
-`patience_steps` steps in a row with one stop the run (`nonfinite_stop`): the policy is not learning. The run of consecutive steps is state the
-checkpoints keep.
+growth shows in the truncated share). An update dropped for a non-finite gradient (the learner's
+`nonfinite_skipped`) always warns, and `patience_steps` steps in a row with one stop the run
+(`nonfinite_stop`): the policy is not learning. The runs of consecutive steps and the first step's
+length are state the checkpoints keep.
 """
 
 from __future__ import annotations

@@ -16,7 +16,15 @@ from kevin.train.tracking import read_jsonl
 PLOT_FILE = "curves.png"
 
 PANELS: list[tuple[str, list[str]]] = [
-    ("training reward", ["rollout/reward_mean", "rollout/reward_turn_*", "rollout/passed_share", "rollout/format_error_share"]),
+    (
+        "training reward",
+        [
+            "rollout/reward_mean",
+            "rollout/reward_turn_*",
+            "rollout/passed_share",
+            "rollout/format_error_share",
+        ],
+    ),
     ("held-out", ["heldout/correct", "heldout/speedup", "heldout/fast_1"]),
     ("loss and gradient", ["learn/loss", "learn/grad_norm"]),
     ("completions", ["rollout/completion_tokens", "rollout/truncated_share", "rollout/not_opener_share"]),

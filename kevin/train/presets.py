@@ -64,8 +64,8 @@ def h200() -> TrainConfig:
     layers, width 512, about 26M parameters). Sized for minutes, not hours: 2 tasks x 8
     trajectories x 1 turn per step and 8 held-out tasks x 2 every 4 steps (GPU evaluation is the
     bottleneck: 16 candidates took 40-120 s on the H200 in session 9), a 100 ms timing budget and 3
-    correctness trials per candidate, a learning rate for a small model (1e-5; not the paper's 2e-6), the
-    time limit set by the caller (loop.time_limit_s)."""
+    correctness trials per candidate, a learning rate for a small model (1e-5; not the paper's
+    2e-6), the time limit set by the caller (loop.time_limit_s)."""
     return TrainConfig(
         preset="h200",
         model=ModelConfig(
