@@ -33,7 +33,9 @@
 # evaluation; pass `--set loop.checkpoint_every=2` in LEARN_ARGS for the later ones).
 # CARRY_SCRIPT: the packer (default bench/learning_carry.py; tests use a stand-in).
 # Writes $OUT/learning_run<N>.log and $OUT/learn<N>.tgz (N = CALL or LAUNCH): the report (--out)
-# once the run has written it, and the RL run's episodes, held-out and metrics files so far.
+# once the run has written it, and the RL run's episodes, held-out and metrics files so far. With
+# DETACH both are refreshed every SNAPSHOT_S seconds (default 30) while the call waits, and on
+# SIGTERM/SIGINT, so a call the device cuts short still returns them.
 set -uo pipefail
 root=${LEARN_ROOT:-/tmp}
 script=${LEARN_SCRIPT:-bench/learning_run.py}
@@ -54,8 +56,10 @@ collect() {  # $1: the report folder's name under $root, $2: the output's number
   local files
   files=$(cd "$root" && ls -d "$1" kevin-learn/report kevin-learn/rl/*.jsonl kevin-learn/rl/config.json \
     kevin-learn/rl/curves.png kevin-learn/record.json 2>/dev/null)
+  # Into place whole: a call cut short mid-tar keeps the last snapshot, not half of a new one.
   # shellcheck disable=SC2086  # the names have no spaces: they are this script's own
-  (cd "$root" && tar czf "$OUT/learn$2.tgz" $files)
+  (cd "$root" && tar czf "$root/learn$2.tgz.tmp" $files 2>/dev/null)
+  mv -f "$root/learn$2.tgz.tmp" "$OUT/learn$2.tgz"
   if [ -d "$cache/shims" ] && [ ! -f "$OUT/shim.tgz" ] && [ "$2" = 1 ]; then
     tar czf "$OUT/shim.tgz" -C "$cache" shims
   fi
@@ -80,8 +84,23 @@ if [ -n "${DETACH:-}" ]; then
     echo "learning_launch: waiting on the detached run (pid $(cat "$state/pid"))"
   fi
   pid=$(cat "$state/pid" 2>/dev/null || echo 0)
+  # The device can end a call before WAIT_S (its limit_s is below timeout_s when the session's time
+  # runs short: s21 lost a whole call so). Keep $OUT current while waiting, and collect on TERM.
+  snapshot() {
+    cp "$state/run.log" "$OUT/learning_run$n.log"
+    collect learn "$n"
+  }
+  trap 'echo "learning_launch: cut short by a signal: returning what the run has written so far"
+    snapshot; exit 143' TERM INT
   deadline=$((SECONDS + ${WAIT_S:-570}))
-  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 2; done
+  snapped=$SECONDS
+  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 2
+    if [ $((SECONDS - snapped)) -ge "${SNAPSHOT_S:-30}" ]; then
+      snapshot
+      snapped=$SECONDS
+    fi
+  done
   if kill -0 "$pid" 2>/dev/null; then
     echo "learning_launch: the run goes on (call again with CALL=$((n + 1)) within 30 s to keep the machine)"
     if [ -n "${CARRY_OUT:-}" ]; then  # a late next call loses the machine: keep the last checkpoint

@@ -50,7 +50,10 @@ print("done", flush=True)
 """
 
 
-def _call(tmp_path: Path, n: int, wait_s: float, **env: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _call(
+    tmp_path: Path, n: int, wait_s: float, *, cut: tuple[float, int] | None = None, **env: str
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """One device call; `cut` = (seconds, signal): the machine ends the call's process group then."""
     out = tmp_path / f"out{n}"
     out.mkdir()
     environ = {
@@ -70,7 +73,14 @@ def _call(tmp_path: Path, n: int, wait_s: float, **env: str) -> tuple[subprocess
         ["bash", str(SCRIPT)], cwd=REPO, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )
-    stdout, _ = process.communicate(timeout=120)
+    if cut is None:
+        stdout, _ = process.communicate(timeout=120)
+    else:
+        try:
+            stdout, _ = process.communicate(timeout=cut[0])
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, cut[1])
+            stdout, _ = process.communicate(timeout=60)
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -164,3 +174,41 @@ def test_a_call_that_leaves_the_run_going_returns_a_live_carry(tmp_path):
     # without CARRY_OUT no packing is tried
     second, out2 = _call(tmp_path, 2, wait_s=60, STEP_S="2", CARRY_SCRIPT=str(tmp_path / "pack.py"))
     assert "the run has ended" in second.stdout and "live carry" not in second.stdout
+
+
+def _stop_the_run(tmp_path: Path) -> None:
+    pid = int((tmp_path / "root" / "kevin-learn-detached" / "pid").read_text())
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="setsid and process sessions: Linux")
+def test_a_call_killed_outright_still_returns_the_log_and_files_of_its_last_snapshot(tmp_path):
+    """s21: the device cut a call at its limit (537 s, below the WAIT_S of 540) and nothing came back,
+    because the log and files were copied into $OUT only after the wait. SIGKILL gives no chance to
+    collect: what comes back is what the periodic snapshot put there."""
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    try:
+        call, out = _call(tmp_path, 1, wait_s=60, cut=(5, signal.SIGKILL), STEP_S="2", SNAPSHOT_S="1")
+    finally:
+        _stop_the_run(tmp_path)
+    assert call.returncode == -signal.SIGKILL
+    assert "step 0" in (out / "learning_run1.log").read_text()
+    assert "kevin-learn/rl/metrics.jsonl" in _names(out / "learn1.tgz")
+    assert not list(out.glob("*.tmp")), "only whole snapshots land in $OUT"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="setsid and process sessions: Linux")
+def test_a_call_ended_by_sigterm_collects_before_it_exits(tmp_path):
+    (tmp_path / "stand_in.py").write_text(STAND_IN)
+    try:  # no periodic snapshot within the call: only the trap can have written $OUT
+        call, out = _call(tmp_path, 1, wait_s=60, cut=(4, signal.SIGTERM), STEP_S="2", SNAPSHOT_S="1000")
+    finally:
+        _stop_the_run(tmp_path)
+    assert call.returncode == 143, call.stdout
+    assert "cut short by a signal" in call.stdout
+    log = (out / "learning_run1.log").read_text()
+    assert "step 0" in log and "done" not in log
+    assert "kevin-learn/rl/metrics.jsonl" in _names(out / "learn1.tgz")
