@@ -437,6 +437,10 @@ class LearningRun:
             "val_losses": result.val_losses,
         }
         self.phase("sft", since)
+        prebuild = getattr(evaluator, "prebuild", None)  # the real service's, started with it
+        if prebuild is not None:
+            state = prebuild.result()[1] if prebuild.done() else "still building"
+            print(f"learning_run: the evaluator's toolchain (built during SFT): {state}", flush=True)
         self.save_record()
         since = time.monotonic()
         self.run_rl(self.work / "sft", family_dir, evaluator)

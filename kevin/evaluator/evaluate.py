@@ -134,6 +134,11 @@ class EvalConfig:
         return Path(self.cache_dir) if self.cache_dir else _cache_home()
 
     @property
+    def build_cache(self) -> Path:
+        """The build broker's cache (what workers read; kevin.evaluator.prebuild fills its toolchain)."""
+        return self.cache_root / "builds"
+
+    @property
     def device(self) -> str:
         return f"cuda:{self.device_index}" if self.on_gpu else "cpu"
 
@@ -177,7 +182,7 @@ def evaluate(
         "problem_source": task.source,
         "candidate_source": candidate_source,
         "candidate_filename": "candidate.py",
-        "build_cache": str(config.cache_root / "builds"),
+        "build_cache": str(config.build_cache),
         "baseline_cached": cached.get("stats"),
         # Read again by the worker just before it would time the baseline itself: an evaluation of
         # the same task that finished meanwhile has cached it (the file is read-only to workers).

@@ -17,7 +17,9 @@ the next step (issue #5); it will keep this interface.
 Each evaluation still gets a fresh worker, but not a cold one: the service keeps up to
 `spare_workers` (default `max_in_flight`) workers booted ahead of their jobs (kevin.evaluator.spares),
 so a worker's and its runner's start (Python, torch, the CUDA contexts: seconds each) overlaps the
-evaluations before it. `close()` ends the spares.
+evaluations before it. `prepare()` starts building the toolchain's shim and symbol-check reference
+(kevin.evaluator.prebuild) in the background, for a caller with other work before its first
+evaluation. `close()` ends the spares and a build still going.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from concurrent.futures import as_completed as _as_completed
 from typing import Any
 
 from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator.prebuild import Prebuild
 from kevin.evaluator.result import EvalResult
 from kevin.evaluator.spares import SparePool
 from kevin.tasks import Task
@@ -57,6 +60,16 @@ class EvaluationService:
         self.spares = SparePool(max_in_flight if spare_workers is None else spare_workers)
         self.submitted = 0
         self.finished = 0
+        self.prebuild: Prebuild | None = None
+
+    def prepare(self) -> Prebuild:
+        """Start building what every evaluation needs once per toolchain (returns at once; the
+        same handle on later calls). Call it from the thread that will close the service: the build
+        dies with that thread."""
+        with self._lock:
+            if self.prebuild is None:
+                self.prebuild = Prebuild(self.config.build_cache, fast=self.config.fast_build)
+            return self.prebuild
 
     def submit(self, task: Task, source: str) -> Future[EvalResult]:
         """Queue one evaluation; blocks while the queue is full."""
@@ -93,6 +106,8 @@ class EvaluationService:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.spares.close()
+        if self.prebuild is not None:
+            self.prebuild.stop()
 
     def __enter__(self) -> EvaluationService:
         return self

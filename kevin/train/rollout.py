@@ -175,6 +175,10 @@ def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
         )
     from kevin.evaluator.service import EvaluationService
 
-    return EvaluationService(
+    service = EvaluationService(
         eval_config, max_in_flight=config.max_in_flight, device_indices=list(config.device_indices) or None
     )
+    # The toolchain's shim and symbol-check reference build while the model loads and the first
+    # batch generates (on the H200 they were most of the first evaluation's 207-227 s).
+    service.prepare()
+    return service
