@@ -145,6 +145,18 @@ def input_bytes_on_meta(problem: object) -> int | None:
         return None
 
 
+def warm_meta() -> None:
+    """Pay now what the first use of the `meta` device costs a process (torch imports its reference
+    ops: ~1 s on an idle core, several on a loaded one), so that `input_bytes_on_meta` in a job's
+    setup does not: a worker calls it while it boots, before its job (kevin.evaluator.spares)."""
+    import torch
+
+    from kevin.tasks.probe import tensor_bytes
+
+    with torch.device("meta"):
+        tensor_bytes([torch.ones(2) * 2])
+
+
 def footprint_bytes(input_bytes: int | None, trials: int) -> int | None:
     """What one evaluation keeps on the device at its peak, roughly: every trial's inputs and the
     candidate's outputs (taken as input-sized), plus timing buffers, clones and the reference's

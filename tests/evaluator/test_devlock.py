@@ -117,3 +117,44 @@ def test_sizing_rules():
     assert devlock.weight_for(50 * gib, 80 * gib, 1) == 1
     with pytest.raises(ValueError):
         devlock.DeviceLock(Path("/nonexistent"), 0)
+
+
+SIZING = """
+import sys
+import torch
+from kevin.evaluator import devlock
+from kevin.evaluator.worker.support import load_module
+from kevin.tasks.loaders import load_bundled
+problem = load_module(load_bundled("small")[0].source, "kevin_problem", "<problem>")
+if sys.argv[1] == "warm":
+    devlock.warm_meta()
+before = set(sys.modules)
+assert devlock.input_bytes_on_meta(problem)
+print(len(set(sys.modules) - before))
+"""
+
+
+def test_after_warm_meta_sizing_a_job_on_the_meta_device_imports_nothing():
+    """A worker sizes its job's inputs on the meta device in the job's setup; the first use there
+    imports torch's reference ops (~1 s a candidate, every candidate: each worker is fresh). A booted
+    worker (kevin.evaluator.worker.__main__.boot_up) pays it with warm_meta before its job."""
+
+    def new_modules(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", SIZING, mode], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout.strip().splitlines()[-1])
+
+    assert new_modules("cold") > 0, "sizing imports nothing cold: this test no longer shows the cost"
+    assert new_modules("warm") == 0
+
+
+def test_a_booted_worker_warms_the_meta_device_after_launching_its_runners(monkeypatch):
+    from kevin.evaluator.worker import __main__ as worker
+
+    calls: list[str] = []
+    monkeypatch.setattr(worker, "launch_runner", lambda spec, path, traced=True: calls.append(path.name) or path.name)
+    monkeypatch.setattr(worker.devlock, "warm_meta", lambda: calls.append("warm_meta"))
+    assert worker.boot_up({"device": "cpu"}) == ("runner1", "runner2")
+    assert calls == ["runner1", "runner2", "warm_meta"]
+    calls.clear()
+    assert worker.boot_up(None) == (None, None) and calls == []
