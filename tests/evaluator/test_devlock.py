@@ -140,7 +140,9 @@ def test_after_warm_meta_sizing_a_job_on_the_meta_device_imports_nothing():
     worker (kevin.evaluator.worker.__main__.boot_up) pays it with warm_meta before its job."""
 
     def new_modules(mode: str) -> int:
-        done = subprocess.run([sys.executable, "-c", SIZING, mode], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", SIZING, mode], capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         return int(done.stdout.strip().splitlines()[-1])
 
@@ -152,7 +154,9 @@ def test_a_booted_worker_warms_the_meta_device_after_launching_its_runners(monke
     from kevin.evaluator.worker import __main__ as worker
 
     calls: list[str] = []
-    monkeypatch.setattr(worker, "launch_runner", lambda spec, path, traced=True: calls.append(path.name) or path.name)
+    monkeypatch.setattr(
+        worker, "launch_runner", lambda spec, path, traced=True: calls.append(path.name) or path.name
+    )
     monkeypatch.setattr(worker.devlock, "warm_meta", lambda: calls.append("warm_meta"))
     assert worker.boot_up({"device": "cpu"}) == ("runner1", "runner2")
     assert calls == ["runner1", "runner2", "warm_meta"]
