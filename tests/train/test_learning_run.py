@@ -419,23 +419,39 @@ def test_toy_dry_run_with_the_real_cpp_back_end(tmp_path):
     assert record["corpus_average"]["variants"] == 4 and record["after"] is not None
 
 
-class ColdStartPolicy(CyclingPolicy):
-    """The first step's sampling is slow (a cold start: 6 s), every later one quick."""
+class VirtualClock:
+    """The loop's clock in a test: it moves only when the policy says time passed, so a step's
+    seconds are what the test sets, whatever the machine's load (real sleeps made this flaky)."""
 
     def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class ColdStartPolicy(CyclingPolicy):
+    """The first step's sampling is slow (a cold start: 6 s), every later one quick (0.5 s)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
         super().__init__()
+        self.clock = clock
         self.calls = 0
 
     def generate(self, prompts, sampling):
         self.calls += 1
-        time.sleep(6.0 if self.calls == 1 else 0.05)
+        self.clock.now += 6.0 if self.calls == 1 else 0.5
         return super().generate(prompts, sampling)
 
 
-def test_a_cold_first_step_does_not_end_a_long_launch_early(tmp_path):
+def test_a_cold_first_step_does_not_end_a_long_launch_early(tmp_path, monkeypatch):
     """The H200 (s11): a launch's first step took 2x a warm one, and guarding every later step with
     it stopped launches 100-170 s early. The guard takes the longest of the last RECENT_STEPS: once
     the cold step is out of that window, steps go on until a warm step and the final evaluation fit."""
+    from kevin.train import loop
+
+    clock = VirtualClock()
+    monkeypatch.setattr(loop, "time", clock)
     config = tiny_config(
         rollout={"tasks_per_step": 1, "trajectories": 2, "turns": 1},
         loop={"steps": 200, "split": "seeded", "eval_every": 1000, "time_limit_s": 20.0},
@@ -444,11 +460,13 @@ def test_a_cold_first_step_does_not_end_a_long_launch_early(tmp_path):
         config,
         tmp_path / "run",
         tasks=tasks(10, levels=(1,)),
-        policy_factory=lambda run: ColdStartPolicy(),
+        policy_factory=lambda run: ColdStartPolicy(clock),
         evaluator_factory=lambda run: FakeEvaluator(),
         out=lambda line: None,
     )
     assert "loop.time_limit_s=20" in result.stopped_by
     steps = [row.get("time/step_s", 0.0) for row in result.history]
-    # guarded by the cold step the run would stop once 20 s less that step (> 6 s) had passed
-    assert steps[0] > 6.0 and sum(steps) > 20.0 - steps[0] + 3.0, [round(s, 2) for s in steps]
+    assert steps[:2] == [6.0, 0.5], steps
+    # Guarded by the cold step for ever, the run would stop once another 6 s no longer fit (after
+    # 14.5 s); guarded by the last RECENT_STEPS, it stops when a warm step no longer fits: at 20 s.
+    assert sum(steps) == pytest.approx(20.0), steps
