@@ -108,7 +108,7 @@ def test_a_worker_booted_for_another_spec_starts_its_runner_afresh(task, tmp_pat
     job_spec = boot_spec(
         {
             "device": "cpu",
-            "build_cache": str(cfg.cache_root / "builds"),
+            "build_cache": str(cfg.build_cache),
             "cpu_threads": 1,
             "timing": {"flush_l2": True},
             "area_bytes": cfg.limits.host_memory_bytes // 2,
