@@ -254,6 +254,14 @@ class EvaluatorConfig:
     instead of evaluating it again (a verdict our infrastructure failed is never reused). Identical
     candidates within a step are always evaluated once. For small policies that repeat themselves;
     the cache is not checkpointed, so a resumed run evaluates anew."""
+    share_device: bool = True
+    """When the trainer computes on a GPU that the local evaluator also times on, its generation
+    batches and gradient steps take the shared side of that device's lock (kevin.evaluator.devlock),
+    so no timing overlaps them: the device lock's exclusive timing otherwise knows nothing of the
+    trainer's kernels. In session 22's H200 learning run, without it, timed cycles of 0.2-0.5 ms
+    came out at ~8 ms (a baseline of 7.7 ms for a 0.2 ms reference: rewards of 50-80x; brackets of
+    8 ms: honest kernels timed at 0, `impossible_speedup`). Costs evaluation some of its overlap
+    with generation."""
 
     def __post_init__(self) -> None:
         _check(

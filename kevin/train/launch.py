@@ -48,7 +48,13 @@ from kevin.train.model import (
 )
 from kevin.train.monitors import CollapseMonitor
 from kevin.train.overrides import CONFIG_FILE, config_differences, load_config, save_config
-from kevin.train.rollout import DedupEvaluator, TaskSampler, build_evaluator
+from kevin.train.rollout import (
+    DedupEvaluator,
+    DeviceSection,
+    TaskSampler,
+    build_evaluator,
+    trainer_device_section,
+)
 from kevin.train.tracking import METRICS_FILE, Loggers, open_loggers, truncate_jsonl
 
 HELDOUT_FILE = "heldout.jsonl"
@@ -78,6 +84,9 @@ class Run:
     step: int = 0
     out: Callable[[str], None] = print
     history: list[dict[str, float]] = field(default_factory=list)
+    device_section: DeviceSection | None = None
+    """Entered around this process's device work when the local evaluator times on the same GPU
+    (kevin.train.rollout.trainer_device_section)."""
 
 
 @dataclass
@@ -181,6 +190,7 @@ def default_policy(run: Run) -> Policy:
         stop_strings=rollout.stop_strings,
         autocast_dtype=None if run.context.fsdp else run.compute_dtype,
         synced_gpus=run.context.fsdp,
+        device_section=run.device_section,
     )
 
 
@@ -232,6 +242,7 @@ def setup(
         TaskSampler(train_tasks, seed=config.loop.seed),
         CollapseMonitor(config.monitor),
         out=out,
+        device_section=trainer_device_section(config.evaluator, config.rollout.backend, device),
     )
     run.policy = (policy_factory or default_policy)(run)
     if context.active and config.rollout.policy == "hf":

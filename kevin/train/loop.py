@@ -148,12 +148,13 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     samples = run.context.broadcast(samples)
     learned = time.monotonic()
     if samples:
-        result = run.learner.learn(
-            samples,
-            step=step,
-            max_completion_tokens=run.config.rollout.completion_tokens_at(step),
-            temperature=run.config.rollout.temperature,
-        )
+        with run.device_section() if run.device_section is not None else contextlib.nullcontext():
+            result = run.learner.learn(
+                samples,
+                step=step,
+                max_completion_tokens=run.config.rollout.completion_tokens_at(step),
+                temperature=run.config.rollout.temperature,
+            )
         result.pop("per_step")
         metrics.update({f"learn/{k}": v for k, v in result.items()})
     metrics["time/learn_s"] = time.monotonic() - learned

@@ -21,7 +21,9 @@ Sampling draws from torch's global generator, whose state the checkpoints save.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
@@ -43,7 +45,11 @@ class HFPolicy:
         stop_strings: Sequence[str] = (),
         autocast_dtype: torch.dtype | None = None,
         synced_gpus: bool = False,
+        device_section: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
+        """`device_section`, when given, is entered around each batch's sampling (and left before
+        its completions are yielded): the evaluator's device lock, shared, when it times on this GPU
+        (kevin.train.rollout.trainer_device_section)."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.model = model
@@ -53,6 +59,7 @@ class HFPolicy:
         self.stop_strings = list(stop_strings)
         self.autocast_dtype = autocast_dtype
         self.synced_gpus = synced_gpus
+        self.device_section = device_section or contextlib.nullcontext
 
     def generate(self, prompts: list[str], sampling: Sampling) -> list[SampledGeneration]:
         return in_prompt_order(self.generate_stream(prompts, sampling), len(prompts))
@@ -65,7 +72,9 @@ class HFPolicy:
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            yield from zip(chunk, self._generate_batch([encoded[i] for i in chunk], sampling))
+            with self.device_section():
+                batch = self._generate_batch([encoded[i] for i in chunk], sampling)
+            yield from zip(chunk, batch)
 
     def _generate_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[SampledGeneration]:
         width = max(len(p) for p in prompts)

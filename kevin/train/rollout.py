@@ -24,8 +24,9 @@ import hashlib
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from typing import Any
 
 from kevin.evaluator.result import EvalResult
@@ -154,12 +155,12 @@ class TimedPolicy:
             self.calls += 1
 
 
-def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
-    """The real evaluator the config names (local sandboxed service, or Ray)."""
+def eval_config_for(config: EvaluatorConfig, backend: str) -> Any:
+    """The EvalConfig behind the trainer's evaluator."""
     from kevin.evaluator.evaluate import EvalConfig
     from kevin.evaluator.timing import TimingConfig
 
-    eval_config = EvalConfig(
+    return EvalConfig(
         backend=backend,
         precision=config.precision,
         trials=config.trials,
@@ -167,6 +168,37 @@ def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
         static_check=config.static_check,
         cache_dir=config.cache_dir or None,
     )
+
+
+DeviceSection = Callable[[], AbstractContextManager[None]]
+
+
+def trainer_device_section(config: EvaluatorConfig, backend: str, device: Any) -> DeviceSection | None:
+    """The shared side of the local evaluator's lock on the trainer's own GPU (`device`), for the
+    trainer's device work (generation batches, gradient steps): the lock's exclusive side is how
+    kevin's timing keeps the device to itself, and a process that computes there without it is
+    timed as part of the candidate (`EvaluatorConfig.share_device`). None where the two cannot meet:
+    the option off, a Ray evaluator (its own devices), a CPU trainer or back end, or a GPU the local
+    service does not evaluate on. A timing waiting for the device makes the trainer's next section
+    wait in turn (the lock's turnstile), and a section of the trainer's never waits on a verdict,
+    so the two cannot deadlock."""
+    import dataclasses
+
+    from kevin.evaluator.evaluate import GPU_BACKENDS, device_lock
+
+    if not config.share_device or config.kind != "local" or backend not in GPU_BACKENDS:
+        return None
+    if getattr(device, "type", None) != "cuda":
+        return None
+    index = device.index if device.index is not None else 0
+    if index not in (list(config.device_indices) or [0]):
+        return None
+    return device_lock(dataclasses.replace(eval_config_for(config, backend), device_index=index)).shared
+
+
+def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
+    """The real evaluator the config names (local sandboxed service, or Ray)."""
+    eval_config = eval_config_for(config, backend)
     if config.kind == "ray":
         from kevin.evaluator.ray_service import RayEvaluationService
 
