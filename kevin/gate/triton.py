@@ -182,7 +182,7 @@ class _Triton:
         if ref is not None and ref.kind in ("func", "method", "class"):
             return f"calls the Python function `{name}`; make it @triton.jit or inline it"
         return (
-            f"reads the global `{name}`; pass it as an argument or bind it to a literal or tl.constexpr(...)"
+            f"reads the global `{name}`; pass it as an argument or bind it as `{name} = tl.constexpr(...)`"
         )
 
     # -- which arguments are pointers ---------------------------------------------------------------

@@ -171,3 +171,78 @@ def _jittery(run_cycles, extra_ns: int):
         return record
 
     return run
+
+
+def test_a_steady_bracket_slower_than_the_timed_cycles_is_not_taken_off_them():
+    """Session 22 (H200 learning run): brackets steady at 8.0 ms (not dispersed: every cycle as slow)
+    around candidate cycles of 0.5 ms timed honest-looking kernels at 0, blocked as
+    `impossible_speedup`. An overhead cycle is part of every timed cycle, so such a bracket was not
+    measured under the timing's conditions: timed again, then the infrastructure's failure."""
+    judge, control = Judge(), ScriptedRunner(8_000_000, 300_000)
+    candidate = ScriptedRunner(500_000 - KERNEL_NS, 310_000, call_ns=KERNEL_NS)
+    with pytest.raises(Failure) as failed:
+        judge.time_steadily(candidate, busy_calibration(), control=control)
+    error = failed.value.fields["error"]
+    assert failed.value.fields["blame"] == "infrastructure" and "above the timed cycles" in error
+    assert "8 ms against timed cycles of 0.5 ms" in error
+    assert control.asked == [False] * 6 and candidate.asked == [True] * 3
+
+
+class SlowFirstControl(ScriptedRunner):
+    """A control whose first `slow_runs` runs of cycles take `slow_ns` each (the trainer was sampling
+    on the device), then `cycle_ns`."""
+
+    def __init__(self, slow_ns: int, slow_runs: int, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.slow_ns, self.slow_runs = slow_ns, slow_runs
+
+    def run_cycles(self, **kwargs):
+        record = super().run_cycles(**kwargs)
+        if len(self.asked) <= self.slow_runs:
+            record.cycle_ns = [self.slow_ns for _ in record.cycle_ns]
+        return record
+
+
+def test_a_bracket_slowed_only_for_the_first_attempt_is_timed_again_and_the_kernel_kept():
+    judge = Judge()
+    control = SlowFirstControl(8_000_000, 2, QUIET_OVERHEAD_NS, 300_000)
+    record, dispersed, overhead = judge.time_steadily(quiet_candidate(), busy_calibration(), control=control)
+    stats = judge.timing_stats(record, overhead)
+    assert not dispersed and len(judge.checks["timing_attempts"]["candidate"]) == 2
+    assert overhead["cycle_ms"] == pytest.approx(0.15, abs=0.003)
+    assert stats["median_ms"] == pytest.approx(KERNEL_NS / 1e6, abs=2e-3)
+    assert "impossible_speedup" not in judge.flags
+
+
+def test_a_call_near_zero_is_not_mistaken_for_a_slow_bracket():
+    """A call that costs nothing has cycles as long as the overhead's, give or take their jitter."""
+    judge = Judge()
+    candidate = ScriptedRunner(QUIET_OVERHEAD_NS, 310_000, call_ns=0)
+    record, _, overhead = judge.time_steadily(candidate, busy_calibration(), control=quiet_control())
+    assert "timing_attempts" not in judge.checks
+    assert judge.timing_stats(record, overhead)["median_ms"] < 0.005
+
+
+def small_triton_calibration() -> dict[str, Any]:
+    """The candidate runner's clean calibration on a small task, as slow to fetch as its timed calls."""
+    return {"cycle_ms": QUIET_OVERHEAD_NS / 1e6, "fetch_ms": 0.255, "fetch_max_ms": 0.27, "output_bytes": 4096}
+
+
+def test_fetches_are_judged_against_the_slower_of_the_bracket_and_the_runners_own_clean_fetch():
+    """Session 22 (H200, bundled Triton candidates, small sizes): the control runner fetched in
+    0.09-0.16 ms, the candidate's runner 0.25-0.36 ms, and 5 of 12 honest kernels were blocked as
+    `deferred_work`. The timed runner's own clean fetch (before its candidate loaded) is a floor the
+    candidate cannot move; an output still computed at fetch time is caught above it."""
+    judge = Judge()
+    honest = ScriptedRunner(QUIET_OVERHEAD_NS, 260_000, call_ns=KERNEL_NS)
+    record, _, overhead = judge.time_steadily(honest, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000))
+    judge.timing_stats(record, overhead)
+    assert judge.flags == []
+    assert judge.checks["fetch_ms"]["bracket"] == pytest.approx(0.136, abs=0.006)
+    assert judge.checks["fetch_ms"]["own"] == 0.255 and judge.checks["fetch_ms"]["clean_median"] == 0.255
+
+    judge = Judge()
+    deferring = ScriptedRunner(QUIET_OVERHEAD_NS, 260_000, call_ns=KERNEL_NS, deferred_ns=150_000)
+    record, _, overhead = judge.time_steadily(deferring, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000))
+    judge.timing_stats(record, overhead)
+    assert judge.flags == ["deferred_work"]

@@ -252,6 +252,54 @@ def test_triton_candidates_name_tasks_and_have_the_reference_constructor():
         assert init_signature(candidate_tree, "ModelNew") == init_signature(task_tree, "Model")
 
 
+def jit_globals_not_made_constexpr(tree: ast.Module) -> list[str]:
+    """Module-level names a @triton.jit body reads that are not bound by a `tl.constexpr(...)` call:
+    Triton 3 refuses them at the kernel's first launch ("Cannot access global variable ... from
+    within @jit'ed function"), the annotated form `X: tl.constexpr = 1.0` included."""
+    bound: dict[str, bool] = {}
+    for statement in tree.body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                value = statement.value
+                made = (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Attribute)
+                    and value.func.attr == "constexpr"
+                    and isinstance(statement, ast.Assign)
+                )
+                bound[target.id] = bound.get(target.id, True) and made
+    found = []
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        if not any("jit" in ast.unparse(decorator) for decorator in function.decorator_list):
+            continue
+        local = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Name) and node.id not in local and bound.get(node.id) is False:
+                found.append(f"{function.name} reads {node.id}")
+    return sorted(set(found))
+
+
+def test_the_constexpr_rule_finds_what_triton_refused_on_the_h200():
+    """Session 22: 01_gelu_tanh's `SQRT_2_OVER_PI: tl.constexpr = ...` failed both sizes at the first
+    launch; a plain literal global fails the same way."""
+    kernel = "@triton.jit\ndef k(x_ptr):\n    tl.store(x_ptr, {name})\n"
+    for binding in ("C: tl.constexpr = 0.5", "C = 0.5"):
+        assert jit_globals_not_made_constexpr(ast.parse(binding + "\n" + kernel.format(name="C"))) == ["k reads C"]
+    assert jit_globals_not_made_constexpr(ast.parse("C = tl.constexpr(0.5)\n" + kernel.format(name="C"))) == []
+
+
+@pytest.mark.parametrize("name", TRITON_NAMES)
+def test_triton_candidates_read_only_constexpr_globals_in_their_kernels(name):
+    tree = ast.parse((BUNDLED / "triton" / f"{name}.py").read_text())
+    assert jit_globals_not_made_constexpr(tree) == []
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.parametrize("size", ["small", "large"])

@@ -129,8 +129,11 @@ class TimingStage:
         )
         after = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
         self.checks.setdefault("settled", {})["bracket " + who] = before.settled and after.settled
+        clean_fetch_ms = overhead.get("fetch_ms")
         overhead = overhead_from([before, after], nbytes)
         overhead["cycles_ms"] = [ns / 1e6 for ns in before.cycle_ns + after.cycle_ns]
+        if clean_fetch_ms:  # the timed runner's own, from its clean calibration (`timing_stats`)
+            overhead["own_fetch_ms"] = clean_fetch_ms
         return record, overhead
 
     def shared_inputs(self, runner: RunnerHandle) -> dict[str, Any]:
@@ -224,8 +227,9 @@ class TimingStage:
                 bracket = used.pop("cycles_ms", None)
                 spread = max(timing.dispersion(stats), timing.cycles_dispersion(bracket) if bracket else 0.0)
                 signalling = "spin" if self.is_cuda else "block"
-                unsteady = bool(bracket) and timing.cycles_dispersed(
-                    bracket, stats.wall_median_ms, signalling
+                unsteady = bool(bracket) and (
+                    timing.cycles_dispersed(bracket, stats.wall_median_ms, signalling)
+                    or timing.overhead_exceeds_cycles(used["cycle_ms"], stats.wall_median_ms, signalling)
                 )
                 attempts.append((spread, record, timing.dispersed(stats), used, unsteady))
                 if not (attempts[-1][2] or unsteady):
@@ -241,9 +245,10 @@ class TimingStage:
         if unsteady:
             raise Failure(
                 "runtime",
-                f"the cycle overhead around the {who}'s timing stayed dispersed over "
-                f"{timing.TIMING_ATTEMPTS} attempts (median {used['cycle_ms']:.4g} ms): the host or device "
-                "was busy elsewhere; evaluate again when it is quieter",
+                f"the cycle overhead around the {who}'s timing stayed dispersed or above the timed "
+                f"cycles over {timing.TIMING_ATTEMPTS} attempts (median {used['cycle_ms']:.3g} ms against "
+                f"timed cycles of {record_wall_median_ms(record):.3g} ms): the host or device was busy "
+                "elsewhere; evaluate again when it is quieter",
                 blame="infrastructure",
             )
         return record, still, used
@@ -252,18 +257,27 @@ class TimingStage:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
         if flag and record.fetch_ns:
             # A runner that computes an output only when it is fetched is slow on every fetch;
-            # scheduling noise is not, so the fastest fetch is compared with the clean median.
+            # scheduling noise is not, so the fastest fetch is compared with the clean median: the
+            # slower of the bracket's (the control runner's, at the moment of the timing) and the
+            # timed runner's own from before its candidate loaded. The H200 (session 22) fetched
+            # small outputs 0.1-0.2 ms slower from a candidate's runner than from the control under
+            # the same conditions (an honest kernel flagged on 5 of 12 small tasks), the cause not
+            # yet known; its own clean fetch carries whatever state that runner is in, and the
+            # candidate cannot touch it.
             fastest_ms = min(record.fetch_ns.values()) / 1e6
-            excess_ms = fastest_ms - overhead["fetch_ms"]
+            clean_ms = max(overhead["fetch_ms"], overhead.get("own_fetch_ms") or 0.0)
+            excess_ms = fastest_ms - clean_ms
             floor_ms = FETCH_FLOOR_MS["spin" if self.is_cuda else "block"]
             self.checks["fetch_excess_ms"] = round(excess_ms, 4)
             self.checks["fetch_ms"] = {
-                "clean_median": round(overhead["fetch_ms"], 4),
+                "clean_median": round(clean_ms, 4),
+                "bracket": round(overhead["fetch_ms"], 4),
+                "own": round(overhead.get("own_fetch_ms") or 0.0, 4),
                 "timed": [round(ns / 1e6, 4) for ns in record.fetch_ns.values()],
             }
             # The slack grows with the fetch itself (a big output's copy varies by milliseconds on a
             # loaded host) and with the call (a quarter of its work hidden would still be caught).
-            if excess_ms > max(0.5 * stats.median_ms, 0.5 * overhead["fetch_ms"], floor_ms):
+            if excess_ms > max(0.5 * stats.median_ms, 0.5 * clean_ms, floor_ms):
                 self.flags.append("deferred_work")
         return stats.to_dict()
 
@@ -313,6 +327,10 @@ def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, A
     gone = sorted(name for tid, name in before.items() if tid not in after)
     started = sorted((Counter(new) - Counter(gone)).elements())
     return {"before": len(before), "after": len(after), "new": new, "gone": gone, "started": started}
+
+
+def record_wall_median_ms(record: Any) -> float:
+    return statistics.median(record.cycle_ns) / 1e6 if record.cycle_ns else 0.0
 
 
 def overhead_from(records: list[Any], nbytes: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-SQRT_2_OVER_PI: tl.constexpr = 0.7978845608028654
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
 BLOCK = 1024
 
 
