@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kevin.evaluator import timing
+from kevin.evaluator.worker.baseline import BaselineStage
 from kevin.evaluator.worker.handle import CycleRecord
 from kevin.evaluator.worker.support import Failure
 from kevin.evaluator.worker.timed import TIMING_NICENESS, TimingStage
@@ -246,3 +247,25 @@ def test_fetches_are_judged_against_the_slower_of_the_bracket_and_the_runners_ow
     record, _, overhead = judge.time_steadily(deferring, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000))
     judge.timing_stats(record, overhead)
     assert judge.flags == ["deferred_work"]
+
+
+class ReferenceJudge(BaselineStage):
+    """The baseline stage's bound check on an H200, for inputs of `input_bytes`."""
+
+    is_cuda = True
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_name=lambda: "NVIDIA H200"))
+
+    def __init__(self, input_bytes: int) -> None:
+        self.input_bytes = input_bytes
+
+
+def test_a_reference_timed_faster_than_the_bandwidth_allows_is_not_a_baseline():
+    """Session 22: L0_629's reference (gelu, silu, row max over 4096x16384 fp32: 268 MB read, at
+    least 0.056 ms on the H200) was timed at 0 ms, its cycles and its bracket all ~8 ms; its
+    candidates were scored against it, and the cache kept it."""
+    judge = ReferenceJudge(4096 * 16384 * 4)
+    with pytest.raises(Failure) as failed:
+        judge.check_reference_bound({"median_ms": 1e-6})
+    assert failed.value.fields["blame"] == "infrastructure" and "bandwidth" in failed.value.fields["error"]
+    judge.check_reference_bound({"median_ms": 0.2})  # the honest eager chain
+    ReferenceJudge(0).check_reference_bound({"median_ms": 1e-6})  # no inputs sized: nothing to say

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import devlock, timing
+from kevin.evaluator import devlock, probes, timing
 from kevin.evaluator.worker.handle import RunnerFailed
 from kevin.evaluator.worker.support import Failure
 
@@ -102,6 +102,7 @@ class BaselineStage:
         finally:
             runner.kill()
         stats = self.timing_stats(record, overhead, flag=False)
+        self.check_reference_bound(stats)
         if dispersed:
             # Scored against, it would hand the candidate the disturbance as speedup; cached, every
             # later evaluation of the task too. Not the candidate's doing: the sample is dropped.
@@ -113,6 +114,24 @@ class BaselineStage:
                 blame="infrastructure",
             )
         return stats
+
+
+    def check_reference_bound(self, stats: dict[str, Any]) -> None:
+        """The reference cannot beat the device's memory bandwidth any more than a candidate can
+        (`bound_check`): a baseline timed faster was measured wrongly (an overhead as slow as the
+        calls: the H200 learning run of session 22 timed one at 0 ms, its cycles and bracket all
+        ~8 ms), and scored against or cached it rates every candidate of the task at ~0."""
+        if not self.is_cuda or not self.input_bytes:
+            return
+        floor_ms = probes.bandwidth_floor_for_bytes(self.input_bytes, self.torch.cuda.get_device_name())
+        if probes.impossible(stats["median_ms"], floor_ms):
+            raise Failure(
+                "runtime",
+                f"the reference timed at {stats['median_ms']:.4g} ms, faster than the device's memory "
+                f"bandwidth allows for its inputs ({floor_ms:.4g} ms): the timing was disturbed; "
+                "evaluate again when the device is quieter",
+                blame="infrastructure",
+            )
 
 
 def late_baseline(path: str | None) -> dict[str, Any]:
