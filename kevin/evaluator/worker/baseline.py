@@ -115,7 +115,6 @@ class BaselineStage:
             )
         return stats
 
-
     def check_reference_bound(self, stats: dict[str, Any]) -> None:
         """The reference cannot beat the device's memory bandwidth any more than a candidate can
         (`bound_check`): a baseline timed faster was measured wrongly (an overhead as slow as the

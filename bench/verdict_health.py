@@ -1,0 +1,142 @@
+"""What a training run's verdicts say about the evaluator: outcomes, flags, where each candidate's
+seconds went, why our infrastructure failed, and whether the timings look disturbed.
+
+    python bench/verdict_health.py RUN_DIR [--json OUT.json]
+
+RUN_DIR is a `kevin train` run directory (episodes.jsonl or episodes.jsonl.gz, and heldout.jsonl
+when present) or a learning run's work directory holding one under `rl/`. The disturbance check
+counts timing figures near 8, 12, 16 or 20 ms: the H200 learning run of session 22 had them in its
+"exclusive" timings while the trainer computed on the same GPU outside the device lock (its
+brackets steady at 8.0 ms, a reference's cycles at 7.98 ms), with honest cycles of 0.2-0.5 ms. A
+clean run has them only in the clean calibration, which shares the device by design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+GRID_MS = (8.0, 12.0, 16.0, 20.0)
+GRID_TOLERANCE_MS = 0.1
+STAGES = ("total", "build", "compile", "setup", "wait_gpu", "calibrate", "correctness", "timing", "baseline")
+
+
+def episode_files(run_dir: Path) -> list[Path]:
+    for base in (run_dir, run_dir / "rl"):
+        found = [
+            p
+            for name in ("episodes.jsonl", "episodes.jsonl.gz", "heldout.jsonl", "heldout.jsonl.gz")
+            if (p := base / name).is_file()
+        ]
+        if found:
+            return found
+    return []
+
+
+def read_verdicts(paths: list[Path]) -> list[dict[str, Any]]:
+    verdicts = []
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as lines:
+            for line in lines:
+                verdict = json.loads(line).get("verdict")
+                if isinstance(verdict, dict):
+                    verdicts.append(verdict)
+    return verdicts
+
+
+def timing_figures(verdict: dict[str, Any]) -> dict[str, float]:
+    """Where-labelled timing figures of one verdict: brackets and clean overheads, the candidate's
+    and the baseline's median raw cycle."""
+    figures = {}
+    checks = verdict.get("checks") or {}
+    for who, seen in (checks.get("overhead_ms") or {}).items():
+        for kind, value in (seen or {}).items():
+            if isinstance(value, (int, float)):
+                figures[f"{kind} ({who})"] = float(value)
+    for label, key in (("candidate cycles", "timing"), ("baseline cycles", "baseline_timing")):
+        value = (verdict.get(key) or {}).get("wall_median_ms")
+        if isinstance(value, (int, float)):
+            figures[label] = float(value)
+    return figures
+
+
+def on_grid(value: float) -> bool:
+    return any(abs(value - mark) <= GRID_TOLERANCE_MS for mark in GRID_MS)
+
+
+def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    outcomes = Counter(f"{v.get('stage')} / {v.get('blame')}" for v in verdicts)
+    flags = Counter(flag for v in verdicts for flag in v.get("flags") or [])
+    seconds = {}
+    for stage in STAGES:
+        values = [v["stage_seconds"][stage] for v in verdicts if stage in (v.get("stage_seconds") or {})]
+        if values:
+            seconds[stage] = {"n": len(values), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+    infrastructure = Counter(
+        (v.get("error") or "").split(" (")[0].split(":")[0][:100]
+        for v in verdicts
+        if v.get("blame") == "infrastructure"
+    )
+    disturbed: Counter[str] = Counter()
+    for verdict in verdicts:
+        for label, value in timing_figures(verdict).items():
+            if on_grid(value):
+                disturbed[label] += 1
+    zero = sum(1 for v in verdicts if (v.get("timing") or {}).get("median_ms") == 1e-6)
+    zero_baselines = sum(1 for v in verdicts if (v.get("baseline_timing") or {}).get("median_ms") == 1e-6)
+    return {
+        "verdicts": len(verdicts),
+        "outcomes": dict(outcomes.most_common()),
+        "flags": dict(flags.most_common()),
+        "stage_seconds": seconds,
+        "infrastructure": dict(infrastructure.most_common()),
+        "grid_figures": dict(disturbed.most_common()),
+        "timed_at_zero": {"candidates": zero, "baselines": zero_baselines},
+    }
+
+
+def report(summary: dict[str, Any]) -> str:
+    lines = [f"verdicts: {summary['verdicts']}"]
+    lines.append("outcomes: " + ", ".join(f"{k} {n}" for k, n in summary["outcomes"].items()))
+    lines.append("flags: " + (", ".join(f"{k} {n}" for k, n in summary["flags"].items()) or "none"))
+    lines.append(f"{'stage':12s} {'n':>5s} {'median s':>9s} {'max s':>8s}")
+    for stage, row in summary["stage_seconds"].items():
+        lines.append(f"{stage:12s} {row['n']:5d} {row['median']:9.2f} {row['max']:8.2f}")
+    lines.append("infrastructure failures: " + (
+        "; ".join(f"{n} x {reason}" for reason, n in summary["infrastructure"].items()) or "none"
+    ))
+    grid = summary["grid_figures"]
+    lines.append(
+        "timing figures at 8/12/16/20 ms (disturbed unless clean calibration): "
+        + (", ".join(f"{k} {n}" for k, n in grid.items()) or "none")
+    )
+    zero = summary["timed_at_zero"]
+    lines.append(f"timed at 0 (1e-6 ms): {zero['candidates']} candidates, {zero['baselines']} baselines")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    args = parser.parse_args(argv)
+    paths = episode_files(args.run_dir)
+    if not paths:
+        print(f"verdict_health: no episodes.jsonl(.gz) in {args.run_dir} or its rl/; pass a run directory", file=sys.stderr)
+        return 2
+    summary = health(read_verdicts(paths))
+    print(report(summary))
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

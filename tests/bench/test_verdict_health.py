@@ -1,0 +1,70 @@
+"""bench/verdict_health.py: a run's verdicts summed up, and the disturbed timings of session 22
+(figures on the 8 ms grid inside timing, calls timed at 0) counted where they were seen."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from bench_scripts import load_script
+
+health = load_script("verdict_health", "verdict_health.py")
+
+
+def verdict(**fields):
+    base = {
+        "stage": "ok",
+        "blame": "none",
+        "flags": [],
+        "stage_seconds": {"total": 20.0, "timing": 1.0},
+        "checks": {"overhead_ms": {"candidate": {"bracket": 0.25, "clean": 0.26}}},
+        "timing": {"median_ms": 0.2, "wall_median_ms": 0.45},
+    }
+    base.update(fields)
+    return base
+
+
+def write(path, verdicts, compress=False):
+    rows = "".join(json.dumps({"step": 1, "verdict": v}) + "\n" for v in verdicts)
+    if compress:
+        with gzip.open(path, "wt") as out:
+            out.write(rows)
+    else:
+        path.write_text(rows)
+
+
+def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    s22 = verdict(
+        flags=["impossible_speedup"],
+        checks={"overhead_ms": {"candidate": {"bracket": 7.9955, "clean": 15.9781}}},
+        timing={"median_ms": 1e-6, "wall_median_ms": 0.54},
+    )
+    contaminated_baseline = verdict(baseline_timing={"median_ms": 7.72, "wall_median_ms": 7.98})
+    failed = verdict(
+        stage="runtime",
+        blame="infrastructure",
+        error="the cycle overhead around the baseline's timing stayed dispersed over 3 attempts (median 4.2 ms)",
+        timing=None,
+    )
+    write(rl / "episodes.jsonl.gz", [verdict(), s22, contaminated_baseline, failed], compress=True)
+    write(rl / "heldout.jsonl", [verdict()])
+    assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
+    summary = json.loads((tmp_path / "h.json").read_text())
+    assert summary["verdicts"] == 5
+    assert summary["outcomes"] == {"ok / none": 4, "runtime / infrastructure": 1}
+    assert summary["flags"] == {"impossible_speedup": 1}
+    assert summary["grid_figures"] == {"bracket (candidate)": 1, "clean (candidate)": 1, "baseline cycles": 1}
+    assert summary["timed_at_zero"] == {"candidates": 1, "baselines": 0}
+    assert summary["infrastructure"] == {
+        "the cycle overhead around the baseline's timing stayed dispersed over 3 attempts": 1
+    }
+    assert summary["stage_seconds"]["total"] == {"n": 5, "median": 20.0, "max": 20.0}
+    printed = capsys.readouterr().out
+    assert "bracket (candidate) 1" in printed and "timed at 0 (1e-6 ms): 1 candidates" in printed
+
+
+def test_a_directory_without_episodes_is_a_usage_error(tmp_path, capsys):
+    assert health.main([str(tmp_path)]) == 2
+    assert "no episodes.jsonl" in capsys.readouterr().err
