@@ -268,6 +268,8 @@ def setup(
         f"trained), {len(train_tasks)} training / {len(heldout_tasks)} held-out tasks, "
         f"{context.world_size} process(es) on {device}, run directory {run_dir}",
     )
+    if run.device_section is not None:
+        say(run, f"kevin train: generation and updates on {device} take the evaluator's device lock (shared)")
     return run
 
 

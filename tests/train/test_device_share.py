@@ -123,14 +123,16 @@ def test_generation_batches_and_gradient_steps_run_inside_the_section_and_verdic
         return verdict(task, source)
 
     config = tiny_config(loop={"steps": 2}, rollout={"generation_batch_size": 2})
+    lines = []
     result = train(
         config,
         tmp_path / "run",
         tasks=tasks(),
         policy_factory=lambda r: RewritingPolicy(default_policy(r)),
         evaluator_factory=lambda r: FakeEvaluator(judge),
-        out=lambda line: None,
+        out=lines.append,
     )
+    assert "kevin train: generation and updates on cpu take the evaluator's device lock (shared)" in lines
     assert result.last_step == 2
     assert learned_inside == [True, True]  # each step's update
     # generation: every batch of every turn of both steps (2 prompts a batch), plus the two updates
