@@ -34,3 +34,31 @@ def cpp_matmul(tmp_path_factory) -> SimpleNamespace:
     return SimpleNamespace(
         problem=BUNDLED / "tasks" / "05_matmul.py", honest=honest, wrong=wrong, cache=default_cache()
     )
+
+
+@pytest.fixture
+def launched_runner(tmp_path, monkeypatch):
+    """What `harness.launch_runner` hands a runner on the GPU back end (its lock-down, environment and
+    working folder), caught by a stand-in for RunnerHandle; call it with `traced`."""
+    from kevin.evaluator.worker import harness
+
+    seen: dict = {}
+
+    class FakeRunner:
+        def __init__(self, area_bytes, *, lock, env, cwd):
+            seen.update(lock=lock, env=env, cwd=cwd)
+
+        def send(self, command, **fields):
+            seen["command"] = command
+
+    monkeypatch.setattr(harness, "RunnerHandle", FakeRunner)
+    spec = {
+        "max_file_bytes": 1 << 20, "build_cache": str(tmp_path / "builds"), "device": "cuda:0",
+        "area_bytes": 1 << 20, "cpu_threads": 1, "flush_l2": False, "fast_build": False,
+    }  # fmt: skip
+
+    def launch(traced: bool = True) -> dict:
+        harness.launch_runner(spec, tmp_path / f"home{len(seen)}", traced)
+        return dict(seen)
+
+    return launch

@@ -319,3 +319,13 @@ def test_traced_kernels_reads_a_verdicts_table_back_as_data():
     for checks in (None, {}, {"trace": "no"}, {"trace": {"kernels": [row]}}, {"trace": {"kernels": [row], "traced_calls": 0}},
                    {"trace": {"kernels": [row], "traced_calls": True}}, {"trace": {"kernels": [], "traced_calls": 3}}):
         assert traced_kernels(checks) is None, checks
+
+
+def test_every_runner_tears_cupti_down_when_a_profile_ends(launched_runner, monkeypatch):
+    """The candidate's runner profiles (a warm-up at boot, the trace) before it is timed; the control
+    runner that brackets it and times the baseline never does. A profiler that left CUPTI subscribed
+    would slow the candidate's CUDA calls alone (pytorch/pytorch#144455), so Kineto is told to tear it
+    down, whatever the host's environment says."""
+    monkeypatch.setenv("TEARDOWN_CUPTI", "0")
+    for traced in (True, False):
+        assert launched_runner(traced)["env"]["TEARDOWN_CUPTI"] == "1"

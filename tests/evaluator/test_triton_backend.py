@@ -14,7 +14,6 @@ from torch.autograd import DeviceType
 from kevin.cli import main
 from kevin.evaluator import probes
 from kevin.evaluator.evaluate import EvalConfig, _baseline_cache_file, device_lock_path, evaluate
-from kevin.evaluator.worker import harness
 from kevin.evaluator.worker.handle import (
     CALL_FLOOR_S,
     FIRST_CALL_FLOOR_S,
@@ -48,22 +47,8 @@ def test_the_first_call_of_a_triton_candidate_may_compile():
     assert call_deadline_s(1e-4, jit=True) == CALL_FLOOR_S  # later calls: no compile, the usual floor
 
 
-def test_the_runners_triton_cache_is_inside_its_writable_home(tmp_path, monkeypatch):
-    seen = {}
-
-    class FakeRunner:
-        def __init__(self, area_bytes, *, lock, env, cwd):
-            seen.update(lock=lock, env=env, cwd=cwd)
-
-        def send(self, command, **fields):
-            seen["command"] = command
-
-    monkeypatch.setattr(harness, "RunnerHandle", FakeRunner)
-    spec = {
-        "max_file_bytes": 1 << 20, "build_cache": str(tmp_path / "builds"), "device": "cuda:0",
-        "area_bytes": 1 << 20, "cpu_threads": 1, "flush_l2": False, "fast_build": False,
-    }  # fmt: skip
-    harness.launch_runner(spec, tmp_path / "home")
+def test_the_runners_triton_cache_is_inside_its_writable_home(launched_runner):
+    seen = launched_runner()
     lock, cache = seen["lock"], Path(seen["env"]["TRITON_CACHE_DIR"])
     writable = [Path(lock.job_dir), *map(Path, lock.writable)]
     assert any(cache.resolve().is_relative_to(root.resolve()) for root in writable)

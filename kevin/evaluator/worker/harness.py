@@ -43,7 +43,13 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> Runn
     profiler, seconds of a loaded host's CPU."""
     home.mkdir()
     caches = {"TMPDIR": home, "HOME": home, "TRITON_CACHE_DIR": home / "triton", "CUDA_CACHE_PATH": home / "cuda"}
-    env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(spec["max_file_bytes"]))
+    # TEARDOWN_CUPTI=1: Kineto finalizes CUPTI when a profile ends. Without it (the default before
+    # Kineto made teardown the default for CUDA >= 12.6) CUPTI stays subscribed after profiling and
+    # slows the process's CUDA calls from then on (pytorch/pytorch#144455): the candidate's runner
+    # warms the profiler and traces the candidate before its timing, and the control runner that
+    # brackets it and times the baseline never profiles, so the residue would count against the
+    # candidate alone (a suspect for s22's slower fetches from candidates' runners).
+    env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(spec["max_file_bytes"]), TEARDOWN_CUPTI="1")
     env.pop(BOOT_VARIABLE, None)
     env.update({name: str(path) for name, path in caches.items()})
     cache = Path(spec["build_cache"])
