@@ -269,3 +269,42 @@ def test_a_reference_timed_faster_than_the_bandwidth_allows_is_not_a_baseline():
     assert failed.value.fields["blame"] == "infrastructure" and "bandwidth" in failed.value.fields["error"]
     judge.check_reference_bound({"median_ms": 0.2})  # the honest eager chain
     ReferenceJudge(0).check_reference_bound({"median_ms": 1e-6})  # no inputs sized: nothing to say
+
+
+class ClaimJudge(BaselineStage):
+    """The baseline stage with a cache and a reference that times at `fresh_ms` here."""
+
+    is_cuda = True
+
+    def __init__(self, cached: dict[str, Any], fresh_ms: float) -> None:
+        self.job = {"baseline_cached": cached}
+        self.checks: dict[str, Any] = {}
+        self.overhead = {"cycle_ms": 0.2}
+        self.fresh_ms = fresh_ms
+        self.timed = 0
+
+    def time_reference(self, compiled: bool) -> dict[str, Any]:
+        self.timed += 1
+        return {"median_ms": self.fresh_ms}
+
+    def stage(self, name: str) -> None:
+        pass
+
+
+def test_a_cached_baseline_that_claims_a_big_speedup_is_timed_again_and_kept_only_if_it_agrees():
+    """Session 22: L0_215's reference (0.2 ms of work) was timed at 7.72 ms while the trainer shared
+    the device, cached, and six candidates at ~0.1 ms scored 50-80x against it."""
+    judge = ClaimJudge({"eager": {"median_ms": 7.72}}, fresh_ms=0.21)
+    baseline = judge.baseline(candidate_ms=0.1)
+    assert judge.timed == 1 and baseline["eager"] == {"median_ms": 0.21}  # scored, and cached, anew
+    assert judge.checks["baseline_recheck"] == [{"kind": "eager", "cached_ms": 7.72, "claimed_speedup": 77.2}]
+
+    confirmed = ClaimJudge({"eager": {"median_ms": 0.5}}, fresh_ms=0.46)  # an honest 5x, timed twice
+    assert confirmed.baseline(candidate_ms=0.1)["eager"] == {"median_ms": 0.46, "claim_checked": True}
+    again = ClaimJudge({"eager": {"median_ms": 0.46, "claim_checked": True}}, fresh_ms=0.46)
+    assert again.baseline(candidate_ms=0.1) == {"eager": {"median_ms": 0.46, "claim_checked": True}}
+    assert again.timed == 0  # confirmed once, not timed for every fast candidate of the task
+
+    modest = ClaimJudge({"eager": {"median_ms": 0.25}}, fresh_ms=0.25)
+    assert modest.baseline(candidate_ms=0.1) == {"eager": {"median_ms": 0.25}} and modest.timed == 0
+    assert "baseline_recheck" not in modest.checks

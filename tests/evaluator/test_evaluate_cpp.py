@@ -691,6 +691,27 @@ def test_a_cached_baseline_timed_under_other_conditions_is_timed_again(task, con
     assert rewritten["overhead_ms"] < 1.0 and rewritten["median_ms"] == result.baseline_ms
 
 
+def test_a_cached_baseline_claiming_a_big_speedup_is_timed_again_before_it_is_scored(task, config):
+    """Session 22 (H200): a reference timed at 38x its real time while the trainer shared the device
+    was cached with a clean overhead (so `overheads_match` kept it) and scored six candidates at
+    50-80x. A cached baseline that claims RECHECK_SPEEDUP or more is timed again here."""
+    import json
+
+    from kevin.evaluator.evaluate import _baseline_cache_file, _write_baseline
+
+    cached = _baseline_cache_file(task, config)
+    slow = {"median_ms": 500.0, "min_ms": 490.0, "wall_median_ms": 500.1, "wall_min_ms": 490.1,
+            "clock": "judge_cycle"}  # fmt: skip  (no overhead_ms: nothing for overheads_match to refuse)
+    _write_baseline(cached, {"eager": slow}, "cpu")
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.passed and "baseline" in result.stage_seconds, result.error
+    (recheck,) = result.checks["baseline_recheck"]
+    assert recheck["cached_ms"] == 500.0 and recheck["claimed_speedup"] >= 3
+    assert result.baseline_ms < 50.0 and result.speedup < 20, (result.baseline_ms, result.speedup)
+    rewritten = json.loads(cached.read_text())["stats"]["eager"]
+    assert rewritten["median_ms"] == result.baseline_ms and "claim_checked" not in rewritten
+
+
 def test_overheads_match_within_a_factor_or_a_floor():
     from kevin.evaluator.worker.baseline import overheads_match
 

@@ -257,7 +257,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             self.check_timed_outputs(record)
         stats = self.timing_stats(record, self.overhead)
         self.bound_check(stats)
-        baseline = self.baseline()
+        baseline = self.baseline(stats["median_ms"])
         self.stage("done")
         return {
             "stage": "ok",
