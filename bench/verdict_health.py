@@ -5,10 +5,13 @@ seconds went, why our infrastructure failed, and whether the timings look distur
 
 RUN_DIR is a `kevin train` run directory (episodes.jsonl or episodes.jsonl.gz, and heldout.jsonl
 when present) or a learning run's work directory holding one under `rl/`. The disturbance check
-counts timing figures near 8, 12, 16 or 20 ms: the H200 learning run of session 22 had them in its
-"exclusive" timings while the trainer computed on the same GPU outside the device lock (its
-brackets steady at 8.0 ms, a reference's cycles at 7.98 ms), with honest cycles of 0.2-0.5 ms. A
-clean run has them only in the clean calibration, which shares the device by design.
+counts timing figures near 8, 12, 16 or 20 ms: multiples of a scheduler slice, which a cycle
+takes when the judge and its runner, both spinning, share one core (session 23 found this: 7.99 ms
+cycles on one core, on the H200 and on a 2-core CPU machine alike). Session 22's figures there
+were first put down to the trainer computing on the GPU outside the device lock (since fixed); the
+s23 run, with the trainer inside it, still had them. Verdicts made since record where the timing
+spun (`checks.timing_cores`), counted here; a run whose timings were all pinned apart should have
+such figures only in the clean calibration, which runs unpinned beside other work.
 """
 
 from __future__ import annotations
@@ -78,7 +81,11 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     for stage in STAGES:
         values = [v["stage_seconds"][stage] for v in verdicts if stage in (v.get("stage_seconds") or {})]
         if values:
-            seconds[stage] = {"n": len(values), "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+            seconds[stage] = {
+                "n": len(values),
+                "median": round(statistics.median(values), 2),
+                "max": round(max(values), 2),
+            }
     infrastructure = Counter(
         (v.get("error") or "").split(" (")[0].split(":")[0][:100]
         for v in verdicts
@@ -89,6 +96,11 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         for label, value in timing_figures(verdict).items():
             if on_grid(value):
                 disturbed[label] += 1
+    cores = Counter(
+        "pinned" if isinstance(seat, dict) else str(seat)
+        for v in verdicts
+        if (seat := (v.get("checks") or {}).get("timing_cores")) is not None
+    )
     zero = sum(1 for v in verdicts if (v.get("timing") or {}).get("median_ms") == 1e-6)
     zero_baselines = sum(1 for v in verdicts if (v.get("baseline_timing") or {}).get("median_ms") == 1e-6)
     return {
@@ -98,6 +110,7 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         "stage_seconds": seconds,
         "infrastructure": dict(infrastructure.most_common()),
         "grid_figures": dict(disturbed.most_common()),
+        "timing_cores": dict(cores.most_common()),
         "timed_at_zero": {"candidates": zero, "baselines": zero_baselines},
     }
 
@@ -109,13 +122,21 @@ def report(summary: dict[str, Any]) -> str:
     lines.append(f"{'stage':12s} {'n':>5s} {'median s':>9s} {'max s':>8s}")
     for stage, row in summary["stage_seconds"].items():
         lines.append(f"{stage:12s} {row['n']:5d} {row['median']:9.2f} {row['max']:8.2f}")
-    lines.append("infrastructure failures: " + (
-        "; ".join(f"{n} x {reason}" for reason, n in summary["infrastructure"].items()) or "none"
-    ))
+    lines.append(
+        "infrastructure failures: "
+        + ("; ".join(f"{n} x {reason}" for reason, n in summary["infrastructure"].items()) or "none")
+    )
     grid = summary["grid_figures"]
     lines.append(
         "timing figures at 8/12/16/20 ms (disturbed unless clean calibration): "
         + (", ".join(f"{k} {n}" for k, n in grid.items()) or "none")
+    )
+    lines.append(
+        "where timings spun (checks.timing_cores): "
+        + (
+            ", ".join(f"{k} {n}" for k, n in summary["timing_cores"].items())
+            or "not recorded (before s23's fix)"
+        )
     )
     zero = summary["timed_at_zero"]
     lines.append(f"timed at 0 (1e-6 ms): {zero['candidates']} candidates, {zero['baselines']} baselines")
@@ -129,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     paths = episode_files(args.run_dir)
     if not paths:
-        print(f"verdict_health: no episodes.jsonl(.gz) in {args.run_dir} or its rl/; pass a run directory", file=sys.stderr)
+        print(
+            f"verdict_health: no episodes.jsonl(.gz) in {args.run_dir} or its rl/; pass a run directory",
+            file=sys.stderr,
+        )
         return 2
     summary = health(read_verdicts(paths))
     print(report(summary))

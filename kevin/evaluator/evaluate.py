@@ -34,6 +34,7 @@ import platform
 import secrets
 import sys
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,12 @@ through the broker: its kernels compile in the runner, on the first call, into t
 TRITON_CACHE_DIR)."""
 PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
-TIMING_PROTOCOL = "judge-cycle/2"
+TIMING_PROTOCOL = "judge-cycle/3"
 """How baselines are measured (kevin.evaluator.worker.timed); part of the baseline cache key, so a
 baseline timed another way is never compared with a candidate timed this way. /2: torch's
-default CPU threads less one core (a cached /1 baseline of the same key ran on all of them)."""
+default CPU threads less one core (a cached /1 baseline of the same key ran on all of them). /3:
+on the GPU the judge and its runners spin on cores of their own (`timed.pinned_apart`); a /2
+baseline could have been timed with both on one core, two scheduler slices a cycle."""
 CANDIDATE_STAGES = ("compile", "correctness", "timing")
 """A deadline or memory blow-up in these stages is the candidate's; elsewhere it is ours."""
 
@@ -190,6 +193,7 @@ def evaluate(
         "baseline_device": cached.get("device_name"),
         "device_lock": str(device_lock_file(config)),
         "device_slots": config.device_slots,
+        "device_ordinal": device_ordinal(config) if config.on_gpu else 0,
         "baseline_lock": str(_ensure_lock_file(cache_file.with_suffix(".lock")))
         if config.baseline_cache
         else None,
@@ -252,11 +256,21 @@ def device_lock_path(config: EvalConfig) -> Path:
     per-GPU processes) cuda:0 of two processes can be two GPUs, so the visible id names the file."""
     if not config.on_gpu:
         return Path(config.lock_dir) / "kevin-cpu.lock"
+    return Path(config.lock_dir) / f"kevin-cuda{physical_device(config)}.lock"
+
+
+def physical_device(config: EvalConfig) -> str:
+    """The host's name for the config's device: its entry in CUDA_VISIBLE_DEVICES when set (an
+    index or a UUID), else the index."""
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    physical = (
-        visible[config.device_index] if config.device_index < len(visible) else str(config.device_index)
-    )
-    return Path(config.lock_dir) / f"kevin-cuda{physical}.lock"
+    return visible[config.device_index] if config.device_index < len(visible) else str(config.device_index)
+
+
+def device_ordinal(config: EvalConfig) -> int:
+    """A number per physical device of this host (the index, or a UUID's checksum): it picks the
+    cores the device's timings spin on (kevin.evaluator.worker.timed.timing_cores)."""
+    name = physical_device(config)
+    return int(name) if name.isdigit() else zlib.crc32(name.encode())
 
 
 def device_lock_file(config: EvalConfig) -> Path:

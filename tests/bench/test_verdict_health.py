@@ -49,18 +49,20 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
         timing=None,
     )
     write(rl / "episodes.jsonl.gz", [verdict(), s22, contaminated_baseline, failed], compress=True)
-    write(rl / "heldout.jsonl", [verdict()])
+    pinned = verdict(checks={"timing_cores": {"judge": 15, "runners": 14}})
+    write(rl / "heldout.jsonl", [verdict(), pinned, verdict(checks={"timing_cores": "unpinned (EPERM)"})])
     assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
     summary = json.loads((tmp_path / "h.json").read_text())
-    assert summary["verdicts"] == 5
-    assert summary["outcomes"] == {"ok / none": 4, "runtime / infrastructure": 1}
+    assert summary["verdicts"] == 7
+    assert summary["outcomes"] == {"ok / none": 6, "runtime / infrastructure": 1}
     assert summary["flags"] == {"impossible_speedup": 1}
     assert summary["grid_figures"] == {"bracket (candidate)": 1, "clean (candidate)": 1, "baseline cycles": 1}
     assert summary["timed_at_zero"] == {"candidates": 1, "baselines": 0}
+    assert summary["timing_cores"] == {"pinned": 1, "unpinned (EPERM)": 1}
     assert summary["infrastructure"] == {
         "the cycle overhead around the baseline's timing stayed dispersed over 3 attempts": 1
     }
-    assert summary["stage_seconds"]["total"] == {"n": 5, "median": 20.0, "max": 20.0}
+    assert summary["stage_seconds"]["total"] == {"n": 7, "median": 20.0, "max": 20.0}
     printed = capsys.readouterr().out
     assert "bracket (candidate) 1" in printed and "timed at 0 (1e-6 ms): 1 candidates" in printed
 

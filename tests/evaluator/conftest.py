@@ -1,8 +1,10 @@
 """Fixtures of the evaluator tests: a bundled cpp task with a right and a wrong candidate, for the
-tests that drive `kevin eval-batch` and `EvaluationService` through the real evaluator."""
+tests that drive `kevin eval-batch` and `EvaluationService` through the real evaluator; a real
+confined runner on a tiny CPU problem; the launch of a GPU runner, caught."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,3 +64,49 @@ def launched_runner(tmp_path, monkeypatch):
         return dict(seen)
 
     return launch
+
+
+TINY_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2
+
+
+def get_inputs():
+    return [torch.randn(32, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.fixture
+def cpu_runner(tmp_path):
+    """A real runner (kevin.evaluator.worker.runner), confined as the judge confines it, booted and set
+    up on TINY_PROBLEM on the CPU (no model loaded: overhead cycles only)."""
+    from kevin.evaluator import confine
+    from kevin.evaluator.worker.handle import RunnerHandle
+
+    home = tmp_path / "runner1"
+    home.mkdir()
+    lock = confine.LockDown(job_dir=str(home), readable=(str(REPO),))
+    env = dict(os.environ, TMPDIR=str(home), HOME=str(home))
+    handle = RunnerHandle(64 << 20, lock=lock, env=env, cwd=str(home))
+    handle.request(
+        "boot",
+        job={
+            "device": "cpu",
+            "cpu_threads": 1,
+            "flush_l2": False,
+            "build_cache": str(tmp_path / "builds"),
+            "fast_build": False,
+        },
+    )
+    handle.request("setup", job={"precision": "fp32", "problem_source": TINY_PROBLEM, "weight_seed": 1})
+    yield handle
+    handle.kill()

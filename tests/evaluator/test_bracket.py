@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import types
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +23,7 @@ from kevin.evaluator import timing
 from kevin.evaluator.worker.baseline import BaselineStage
 from kevin.evaluator.worker.handle import CycleRecord
 from kevin.evaluator.worker.support import Failure
-from kevin.evaluator.worker.timed import TIMING_NICENESS, TimingStage
+from kevin.evaluator.worker.timed import TIMING_NICENESS, TimingStage, timing_cores
 
 QUIET_OVERHEAD_NS = 150_000
 """A cycle without a call (refill, flush, synchronize, signal) on a quiet host."""
@@ -35,8 +36,15 @@ class ScriptedRunner:
     """Answers `run_cycles` with cycles of `cycle_ns` (plus `call_ns` when the model is called) and
     fetches of `fetch_ns` (plus `deferred_ns`: an output computed only when it is fetched)."""
 
-    def __init__(self, cycle_ns: int, fetch_ns: int, call_ns: int = 0, deferred_ns: int = 0, busy_every: int = 0) -> None:
-        self.cycle_ns, self.fetch_ns, self.call_ns, self.deferred_ns = cycle_ns, fetch_ns, call_ns, deferred_ns
+    def __init__(
+        self, cycle_ns: int, fetch_ns: int, call_ns: int = 0, deferred_ns: int = 0, busy_every: int = 0
+    ) -> None:
+        self.cycle_ns, self.fetch_ns, self.call_ns, self.deferred_ns = (
+            cycle_ns,
+            fetch_ns,
+            call_ns,
+            deferred_ns,
+        )
         self.busy_every = busy_every
         """When set, all cycles but every n-th lose 8 ms to a busy host (0: none)."""
         self.asked: list[bool] = []
@@ -54,7 +62,9 @@ class ScriptedRunner:
             busy = 8_000_000 if self.busy_every and index % self.busy_every else 0
             record.cycle_ns.append(self.cycle_ns + call + busy + jitter.randrange(-2_000, 2_000))
             if fetch(index, reps):
-                record.fetch_ns[index] = self.fetch_ns + (self.deferred_ns if model else 0) + jitter.randrange(0, 5_000)
+                record.fetch_ns[index] = (
+                    self.fetch_ns + (self.deferred_ns if model else 0) + jitter.randrange(0, 5_000)
+                )
         return record
 
 
@@ -67,7 +77,15 @@ class Judge(TimingStage):
         self.rng = random.Random(5)
         self.checks: dict[str, Any] = {}
         self.flags: list[str] = []
-        self.job = {"timing": {"warmup_ms": 10.0, "min_warmup": 3, "budget_ms": 100.0, "min_reps": 20, "max_reps": 1000}}
+        self.job = {
+            "timing": {
+                "warmup_ms": 10.0,
+                "min_warmup": 3,
+                "budget_ms": 100.0,
+                "min_reps": 20,
+                "max_reps": 1000,
+            }
+        }
         self.reference_call_s = 0.001
         self.stage_name = "timing"
 
@@ -103,13 +121,18 @@ def test_an_honest_short_kernel_is_timed_against_the_overhead_of_its_own_moment(
     assert stats["median_ms"] == pytest.approx(KERNEL_NS / 1e6, abs=2e-3)
     assert judge.flags == []  # no deferred_work: the clean fetches were timed at the same moment
     assert control.asked == [False, False] and candidate.asked == [True]  # the control never runs the model
-    assert judge.checks["overhead_ms"]["candidate"] == {"bracket": pytest.approx(0.15, abs=0.003), "clean": 0.3}
+    assert judge.checks["overhead_ms"]["candidate"] == {
+        "bracket": pytest.approx(0.15, abs=0.003),
+        "clean": 0.3,
+    }
     assert judge.checks["settled"]["bracket candidate"] is True
 
 
 def test_an_output_computed_when_fetched_is_still_caught_against_the_bracket():
     judge = Judge()
-    record, _, overhead = judge.time_steadily(quiet_candidate(deferred_ns=200_000), busy_calibration(), control=quiet_control())
+    record, _, overhead = judge.time_steadily(
+        quiet_candidate(deferred_ns=200_000), busy_calibration(), control=quiet_control()
+    )
     judge.timing_stats(record, overhead)
     assert judge.flags == ["deferred_work"]
     assert judge.checks["fetch_excess_ms"] == pytest.approx(0.21, abs=0.01)
@@ -146,6 +169,45 @@ def test_the_clocked_processes_time_at_a_raised_priority_and_get_theirs_back():
         assert candidate.niceness == [TIMING_NICENESS] and control.niceness == [TIMING_NICENESS] * 2
     else:
         assert judge.checks["timing_priority"].startswith("unchanged")
+
+
+class SeatedRunner(ScriptedRunner):
+    """A scripted runner whose process is a real one (a sleeping child), noting the cores it and the
+    judge's thread may run on while it is asked for cycles."""
+
+    def __init__(self, child: subprocess.Popen, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.process = child
+        self.seats: list[tuple[set[int], set[int]]] = []
+
+    def run_cycles(self, **kwargs: Any) -> CycleRecord:
+        self.seats.append((os.sched_getaffinity(0), os.sched_getaffinity(self.process.pid)))
+        return super().run_cycles(**kwargs)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+@pytest.mark.parametrize("is_cuda", [True, False], ids=["spin", "socket"])
+def test_the_judge_and_its_runners_spin_on_cores_of_their_own_while_timed(is_cuda):
+    """Two spinners on one core take turns a scheduler slice at a time (8 ms cycles on the H200 in
+    session 23: tests/evaluator/test_spin_cores.py). The socket's waits sleep, so the CPU back end
+    leaves the scheduler alone."""
+    children = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    before = os.sched_getaffinity(0)
+    try:
+        judge = Judge()
+        judge.is_cuda = is_cuda
+        candidate = SeatedRunner(children[0], QUIET_OVERHEAD_NS, 310_000, call_ns=KERNEL_NS)
+        control = SeatedRunner(children[1], QUIET_OVERHEAD_NS, 300_000)
+        judge.time_steadily(candidate, busy_calibration(), control=control)
+        judge_core, runner_core = timing_cores(0, before)
+        seated = ({judge_core}, {runner_core}) if is_cuda else (before, before)
+        assert candidate.seats == [seated] and control.seats == [seated, seated]
+        assert ("timing_cores" in judge.checks) == is_cuda
+        assert all(os.sched_getaffinity(pid) == before for pid in (0, *(c.pid for c in children)))
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
 
 
 def test_a_socket_brackets_jitter_on_a_loaded_cpu_is_not_a_disturbance():
@@ -226,7 +288,12 @@ def test_a_call_near_zero_is_not_mistaken_for_a_slow_bracket():
 
 def small_triton_calibration() -> dict[str, Any]:
     """The candidate runner's clean calibration on a small task, as slow to fetch as its timed calls."""
-    return {"cycle_ms": QUIET_OVERHEAD_NS / 1e6, "fetch_ms": 0.255, "fetch_max_ms": 0.27, "output_bytes": 4096}
+    return {
+        "cycle_ms": QUIET_OVERHEAD_NS / 1e6,
+        "fetch_ms": 0.255,
+        "fetch_max_ms": 0.27,
+        "output_bytes": 4096,
+    }
 
 
 def test_fetches_are_judged_against_the_slower_of_the_bracket_and_the_runners_own_clean_fetch():
@@ -236,7 +303,9 @@ def test_fetches_are_judged_against_the_slower_of_the_bracket_and_the_runners_ow
     candidate cannot move; an output still computed at fetch time is caught above it."""
     judge = Judge()
     honest = ScriptedRunner(QUIET_OVERHEAD_NS, 260_000, call_ns=KERNEL_NS)
-    record, _, overhead = judge.time_steadily(honest, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000))
+    record, _, overhead = judge.time_steadily(
+        honest, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000)
+    )
     judge.timing_stats(record, overhead)
     assert judge.flags == []
     assert judge.checks["fetch_ms"]["bracket"] == pytest.approx(0.136, abs=0.006)
@@ -244,7 +313,9 @@ def test_fetches_are_judged_against_the_slower_of_the_bracket_and_the_runners_ow
 
     judge = Judge()
     deferring = ScriptedRunner(QUIET_OVERHEAD_NS, 260_000, call_ns=KERNEL_NS, deferred_ns=150_000)
-    record, _, overhead = judge.time_steadily(deferring, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000))
+    record, _, overhead = judge.time_steadily(
+        deferring, small_triton_calibration(), control=ScriptedRunner(QUIET_OVERHEAD_NS, 136_000)
+    )
     judge.timing_stats(record, overhead)
     assert judge.flags == ["deferred_work"]
 

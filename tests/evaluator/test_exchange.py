@@ -1,54 +1,18 @@
 """The judge/runner protocol on its own: commands, timed cycles in both waiting modes, fetches.
 
 A real runner (kevin.evaluator.worker.runner), confined as the judge confines it, on a tiny CPU
-problem. The GPU back end spins on shared-memory flags instead of waiting on the socket; the spin
-mode is exercised here on the CPU, where it runs the same code.
+problem (the `cpu_runner` fixture). The GPU back end spins on shared-memory flags instead of
+waiting on the socket; the spin mode is exercised here on the CPU, where it runs the same code.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from kevin.evaluator import confine
 from kevin.evaluator.worker.exchange import SharedArea, read_outputs, write_outputs
 from kevin.evaluator.worker.handle import RunnerHandle
-
-PROBLEM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * 2
-
-
-def get_inputs():
-    return [torch.randn(32, 64)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-@pytest.fixture
-def runner(tmp_path):
-    home = tmp_path / "runner1"
-    home.mkdir()
-    lock = confine.LockDown(job_dir=str(home), readable=(str(Path(__file__).resolve().parents[2]),))
-    env = dict(os.environ, TMPDIR=str(home), HOME=str(home))
-    handle = RunnerHandle(64 << 20, lock=lock, env=env, cwd=str(home))
-    handle.request(
-        "boot",
-        job={"device": "cpu", "cpu_threads": 1, "flush_l2": False, "build_cache": str(tmp_path / "builds"), "fast_build": False},
-    )
-    handle.request("setup", job={"precision": "fp32", "problem_source": PROBLEM, "weight_seed": 1})
-    yield handle
-    handle.kill()
 
 
 def cycles(handle: RunnerHandle, spin: bool, model: bool, fetched: list) -> object:
@@ -70,18 +34,16 @@ def cycles(handle: RunnerHandle, spin: bool, model: bool, fetched: list) -> obje
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("spin", [False, True], ids=["socket", "spin"])
-def test_cycles_run_back_to_back_in_both_waiting_modes(runner, spin):
+def test_cycles_run_back_to_back_in_both_waiting_modes(cpu_runner, spin):
     # Two sessions in a row, as calibration then timing do: flags left by the first must not end
     # the second at once, nor start a call nobody timed (the H200 hung on this before the fix).
     fetched: list = []
-    first = cycles(runner, spin, model=False, fetched=fetched)
-    second = cycles(runner, spin, model=False, fetched=fetched)
+    first = cycles(cpu_runner, spin, model=False, fetched=fetched)
+    second = cycles(cpu_runner, spin, model=False, fetched=fetched)
     for record in (first, second):
         assert len(record.cycle_ns) >= 8 and all(ns > 0 for ns in record.cycle_ns)
         assert sorted(record.fetch_ns) == [0, len(record.cycle_ns) - 1]
     assert len(fetched) == 4 and all(isinstance(m, list) for m in fetched)
-
-
 
 
 def test_outputs_are_checked_against_the_references_shapes_before_they_are_read():

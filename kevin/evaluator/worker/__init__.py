@@ -27,7 +27,8 @@ Order of work (the judge's side; one module per stage):
                the same inputs from the same seed and runs the candidate; the judge reads the
                outputs and compares (`trials`), then asks for one profiled call (library share).
   timing       exclusive on the device: cycles clocked by the judge, a few sampled outputs fetched
-               (`timed`), between two short runs of overhead cycles in a second, clean runner
+               (`timed`; on the GPU the judge and the runners spin on two cores of the device's
+               own, at a raised priority), between two short runs of overhead cycles in a second, clean runner
                started with the first (the overhead taken off is measured at the time of the
                calls); the runner's OS threads counted from /proc; the runner and everything it
                started are killed (`left_processes` if it started any).
