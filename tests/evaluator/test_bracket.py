@@ -65,6 +65,7 @@ class ScriptedRunner:
                 record.fetch_ns[index] = (
                     self.fetch_ns + (self.deferred_ns if model else 0) + jitter.randrange(0, 5_000)
                 )
+                record.copy_ns[index] = record.fetch_ns[index] - 40_000  # the signalling's share
         return record
 
 
@@ -310,6 +311,10 @@ def test_fetches_are_judged_against_the_slower_of_the_bracket_and_the_runners_ow
     assert judge.flags == []
     assert judge.checks["fetch_ms"]["bracket"] == pytest.approx(0.136, abs=0.006)
     assert judge.checks["fetch_ms"]["own"] == 0.255 and judge.checks["fetch_ms"]["clean_median"] == 0.255
+    # What the runners said their copies took, kept to tell a slow copy from slow signalling.
+    copies = judge.checks["fetch_copy_ms"]
+    assert copies["bracket"] == pytest.approx(0.096, abs=0.006) and copies["own"] is None
+    assert len(copies["timed"]) == 3 and all(0.215 <= ms <= 0.225 for ms in copies["timed"])
 
     judge = Judge()
     deferring = ScriptedRunner(QUIET_OVERHEAD_NS, 260_000, call_ns=KERNEL_NS, deferred_ns=150_000)

@@ -43,6 +43,9 @@ def test_cycles_run_back_to_back_in_both_waiting_modes(cpu_runner, spin):
     for record in (first, second):
         assert len(record.cycle_ns) >= 8 and all(ns > 0 for ns in record.cycle_ns)
         assert sorted(record.fetch_ns) == [0, len(record.cycle_ns) - 1]
+        # The runner's own account of its copy (diagnosis only) is part of the fetch it answered.
+        assert sorted(record.copy_ns) == sorted(record.fetch_ns)
+        assert all(0 < record.copy_ns[i] < record.fetch_ns[i] for i in record.fetch_ns)
     assert len(fetched) == 4 and all(isinstance(m, list) for m in fetched)
 
 

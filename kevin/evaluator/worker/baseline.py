@@ -49,7 +49,9 @@ def overheads_match(cached_ms: float | None, now_ms: float | None, signalling: s
 
 def big_claim(stats: Any, candidate_ms: float | None) -> bool:
     median = stats.get("median_ms") if isinstance(stats, dict) else None
-    return bool(candidate_ms) and isinstance(median, (int, float)) and median >= RECHECK_SPEEDUP * candidate_ms
+    return (
+        bool(candidate_ms) and isinstance(median, (int, float)) and median >= RECHECK_SPEEDUP * candidate_ms
+    )
 
 
 def agree(a_ms: float, b_ms: float) -> bool:
@@ -64,7 +66,9 @@ class BaselineStage:
         (`claimed`), else timed here."""
         job = self.job
         replaced: dict[str, Any] = {}
-        baseline = self.claimed(self.matched(dict(job.get("baseline_cached") or {}), "cache"), candidate_ms, replaced)
+        baseline = self.claimed(
+            self.matched(dict(job.get("baseline_cached") or {}), "cache"), candidate_ms, replaced
+        )
         wanted = ["eager"] + (["compile"] if job.get("compile_baseline") else [])
         if all(k in baseline for k in wanted):
             return baseline
@@ -108,7 +112,12 @@ class BaselineStage:
                 kept[kind] = stats
             else:
                 self.checks.setdefault("baseline_recheck", []).append(
-                    {"source": source, "kind": kind, "cached_overhead_ms": cached_ms, "overhead_ms": round(now_ms, 4)}
+                    {
+                        "source": source,
+                        "kind": kind,
+                        "cached_overhead_ms": cached_ms,
+                        "overhead_ms": round(now_ms, 4),
+                    }
                 )
         return kept
 
@@ -118,7 +127,9 @@ class BaselineStage:
         cycles of its own: its code and the reference are trusted, so the overhead is measured
         just around the timed calls (`time_bracketed`)."""
         self.stage("baseline")
-        runner, self.control = (self.control, None) if self.control is not None else (self.start_runner(traced=False), None)
+        runner, self.control = (
+            (self.control, None) if self.control is not None else (self.start_runner(traced=False), None)
+        )
         try:
             try:
                 runner.request(

@@ -88,7 +88,9 @@ class SharedArea:
         more than the copy (and the judge times this copy)."""
         import numpy
 
-        target = numpy.frombuffer(self.map, dtype=numpy.uint8, count=flat.numel(), offset=CONTROL_BYTES + offset)
+        target = numpy.frombuffer(
+            self.map, dtype=numpy.uint8, count=flat.numel(), offset=CONTROL_BYTES + offset
+        )
         target[:] = flat.numpy()
 
     def take(self, offset: int, nbytes: int) -> Any:

@@ -117,6 +117,9 @@ class CycleRecord:
     warm_ns: list[int] = field(default_factory=list)
     fetch_ns: dict[int, int] = field(default_factory=dict)
     """Timed-call index -> ns the fetch of its output took."""
+    copy_ns: dict[int, int] = field(default_factory=dict)
+    """Timed-call index -> ns the runner says its copy of the output into the area took (part of
+    the fetch; a figure for diagnosing slow fetches, never for judging: the runner may lie)."""
     outputs: dict[int, Any] = field(default_factory=dict)
     """Timed-call index -> what `on_fetch` made of that call's outputs (read before the next fetch)."""
     seeds: list[int] = field(default_factory=list)
@@ -335,7 +338,9 @@ class RunnerHandle:
                     prepare(seed)
                 record.cycle_ns.append(self._cycle(spin, words, call, seed))
                 if fetch(index, reps):
-                    record.fetch_ns[index], metas = self._fetch(spin, words, call)
+                    record.fetch_ns[index], metas, copy_ns = self._fetch(spin, words, call)
+                    if isinstance(copy_ns, int) and copy_ns >= 0:
+                        record.copy_ns[index] = copy_ns
                     record.outputs[index] = on_fetch(metas)
             self._stop(spin, words)
             return record
@@ -410,7 +415,7 @@ class RunnerHandle:
                 self._failed_or_broken(self.receive(), "DONE set to something other than the call")
         return _perf_ns() - started
 
-    def _fetch(self, spin: bool, words: Any, call: int) -> tuple[int, Any]:
+    def _fetch(self, spin: bool, words: Any, call: int) -> tuple[int, Any, Any]:
         started = _perf_ns()
         if spin:
             words[FETCH] = call
@@ -420,7 +425,7 @@ class RunnerHandle:
         elapsed = _perf_ns() - started
         if reply.get("fetched") != call:
             self._failed_or_broken(reply, "a reply that is not the fetched output")
-        return elapsed, reply.get("outputs")
+        return elapsed, reply.get("outputs"), reply.get("copy_ns")
 
     def _failed_or_broken(self, reply: dict[str, Any], what: str) -> None:
         if reply.get("ok") is False and reply.get("seq") == self.sequence:

@@ -42,7 +42,12 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> Runn
     A runner that will never be traced (the clean one: brackets and the baseline) skips warming the
     profiler, seconds of a loaded host's CPU."""
     home.mkdir()
-    caches = {"TMPDIR": home, "HOME": home, "TRITON_CACHE_DIR": home / "triton", "CUDA_CACHE_PATH": home / "cuda"}
+    caches = {
+        "TMPDIR": home,
+        "HOME": home,
+        "TRITON_CACHE_DIR": home / "triton",
+        "CUDA_CACHE_PATH": home / "cuda",
+    }
     # TEARDOWN_CUPTI=1: Kineto finalizes CUPTI when a profile ends. Without it (the default before
     # Kineto made teardown the default for CUDA >= 12.6) CUPTI stays subscribed after profiling and
     # slows the process's CUDA calls from then on (pytorch/pytorch#144455): the candidate's runner
@@ -176,7 +181,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         try:
             runner = launch_runner(boot_spec(self.job), Path.cwd() / f"runner{self.runners_started}", traced)
         except (OSError, RuntimeError) as exc:
-            raise Failure("runtime", f"kevin's runner could not start: {exc}", blame="infrastructure") from None
+            raise Failure(
+                "runtime", f"kevin's runner could not start: {exc}", blame="infrastructure"
+            ) from None
         return runner
 
     def runner_ready(self, runner: RunnerHandle) -> RunnerHandle:
@@ -221,7 +228,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             if self.is_cuda:
                 self.torch.cuda.set_device(self.device)
             Path(self.job["build_cache"]).mkdir(parents=True, exist_ok=True)
-            build.install(Path(self.job["build_cache"]), build.BuildLog(), fast=self.job.get("fast_build", True))
+            build.install(
+                Path(self.job["build_cache"]), build.BuildLog(), fast=self.job.get("fast_build", True)
+            )
             self.load_reference()
         except BaseException:
             runner.kill()

@@ -217,7 +217,9 @@ class Runner:
         use_model = bool(message.get("model"))
         spin = bool(message.get("spin"))
         shared = message.get("inputs")  # CPU back end: the judge writes every call's inputs here
-        buffers = input_views(self.area, shared) if shared is not None else self._draw(int(message["seed"]), None)
+        buffers = (
+            input_views(self.area, shared) if shared is not None else self._draw(int(message["seed"]), None)
+        )
         output_start = int(message.get("output_start", 0))
         placeholder = [
             torch.empty(int(message.get("output_bytes", 0)), dtype=torch.uint8, device=self.device)
@@ -232,8 +234,12 @@ class Runner:
                 return {"ok": True, "stopped": True}
             if order[0] == "fetch":
                 fetched = order[1]
+                copy_started = time.perf_counter_ns()
                 metas = write_outputs(self.area, out, output_start)
-                self._answer(spin, words, FETCHED, fetched, {"fetched": fetched, "outputs": metas})
+                copy_ns = time.perf_counter_ns() - copy_started  # the judge's diagnosis only: not trusted
+                self._answer(
+                    spin, words, FETCHED, fetched, {"fetched": fetched, "outputs": metas, "copy_ns": copy_ns}
+                )
                 continue
             call, seed = order[1], order[2]
             try:

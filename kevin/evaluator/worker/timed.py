@@ -133,11 +133,12 @@ class TimingStage:
         )
         after = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
         self.checks.setdefault("settled", {})["bracket " + who] = before.settled and after.settled
-        clean_fetch_ms = overhead.get("fetch_ms")
+        clean_fetch_ms, clean_copy_ms = overhead.get("fetch_ms"), overhead.get("copy_ms")
         overhead = overhead_from([before, after], nbytes)
         overhead["cycles_ms"] = [ns / 1e6 for ns in before.cycle_ns + after.cycle_ns]
         if clean_fetch_ms:  # the timed runner's own, from its clean calibration (`timing_stats`)
             overhead["own_fetch_ms"] = clean_fetch_ms
+            overhead["own_copy_ms"] = clean_copy_ms
         return record, overhead
 
     def shared_inputs(self, runner: RunnerHandle) -> dict[str, Any]:
@@ -283,6 +284,14 @@ class TimingStage:
                 "own": round(overhead.get("own_fetch_ms") or 0.0, 4),
                 "timed": [round(ns / 1e6, 4) for ns in record.fetch_ns.values()],
             }
+            # What each runner said its copy into the area took, for diagnosis only (s22-s23: small
+            # outputs fetched 0.1-0.2 ms slower from candidates' runners, cause unknown): the copy
+            # or the signalling around it.
+            self.checks["fetch_copy_ms"] = {
+                "bracket": _rounded(overhead.get("copy_ms")),
+                "own": _rounded(overhead.get("own_copy_ms")),
+                "timed": [round(ns / 1e6, 4) for ns in record.copy_ns.values()],
+            }
             # The slack grows with the fetch itself (a big output's copy varies by milliseconds on a
             # loaded host) and with the call (a quarter of its work hidden would still be caught).
             if excess_ms > max(0.5 * stats.median_ms, 0.5 * clean_ms, floor_ms):
@@ -337,6 +346,10 @@ def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, A
     return {"before": len(before), "after": len(after), "new": new, "gone": gone, "started": started}
 
 
+def _rounded(ms: float | None) -> float | None:
+    return None if ms is None else round(ms, 4)
+
+
 def record_wall_median_ms(record: Any) -> float:
     return statistics.median(record.cycle_ns) / 1e6 if record.cycle_ns else 0.0
 
@@ -346,9 +359,11 @@ def overhead_from(records: list[Any], nbytes: int) -> dict[str, Any]:
     fetch) over `records` of `overhead_cycles`."""
     cycles = [ns for record in records for ns in record.cycle_ns]
     fetches = sorted(ns for record in records for ns in record.fetch_ns.values())
+    copies = [ns for record in records for ns in record.copy_ns.values()]
     return {
         "cycle_ms": statistics.median(cycles) / 1e6,
         "fetch_ms": statistics.median(fetches) / 1e6 if fetches else 0.0,
+        "copy_ms": statistics.median(copies) / 1e6 if copies else None,
         "fetch_max_ms": fetches[-1] / 1e6 if fetches else 0.0,
         "output_bytes": nbytes,
     }
