@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 
 import pytest
 
-from kevin.evaluator.worker.timed import pinned_apart, timing_cores
+from kevin.evaluator.worker.timed import kept_off, pinned_apart, timing_cores
 
 TWO_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
 
@@ -79,3 +80,32 @@ def test_a_devices_ordinal_is_its_host_wide_name(monkeypatch):
     assert device_ordinal(config) == 5
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb")
     assert device_ordinal(config) == zlib.crc32(b"GPU-bb")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 4, reason="needs four cores")
+def test_a_clean_calibration_spins_off_the_timing_cores():
+    """The clean calibration spins beside other workers' device work: never on the cores a timing
+    of its device is pinned to, and everything is put back after."""
+    child = subprocess.Popen(["sleep", "60"])
+    before = os.sched_getaffinity(0)
+    cores = timing_cores(0, before)
+    try:
+        with kept_off([child.pid], cores):
+            for pid in (0, child.pid):
+                assert os.sched_getaffinity(pid) == before - set(cores)
+        assert os.sched_getaffinity(0) == before and os.sched_getaffinity(child.pid) == before
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_with_too_few_cores_left_a_calibration_is_left_where_it_is():
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        allowed = os.sched_getaffinity(0)
+        pair = tuple(sorted(allowed)[-2:]) if len(allowed) >= 2 else None
+        with kept_off([child.pid], pair if len(allowed) < 4 else None):
+            assert os.sched_getaffinity(child.pid) == allowed
+    finally:
+        child.kill()
+        child.wait()

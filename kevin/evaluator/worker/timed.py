@@ -74,7 +74,7 @@ class TimingStage:
         it runs beside other workers' shared device work rather than holding the device alone
         (0.6 s of exclusive time an evaluation on the H200). It also runs the runner's cycle code
         once before the judge lists its threads, so threads that code starts are not new later."""
-        with self.shared_device("calibrate"):
+        with self.shared_device("calibrate"), kept_off([runner.process.pid], self.spin_cores()):
             expected = self.expected_outputs(self.trial_seed(0), None)
             self.output_shapes = [self.torch.empty(tuple(o.shape), device="meta") for o in expected]
             nbytes = output_bytes(expected)
@@ -83,6 +83,13 @@ class TimingStage:
             record = self.overhead_cycles(runner, who, nbytes, budget_ms, fetches=CALIBRATION_FETCHES)
         self.checks.setdefault("settled", {})["calibrate " + who] = record.settled
         return overhead_from([record], nbytes)
+
+    def spin_cores(self) -> tuple[int, int] | None:
+        """The judge's and the runners' cores while this device's timings spin (`timing_cores`); None
+        on the CPU back end, whose waits on the socket sleep."""
+        if not self.is_cuda:
+            return None
+        return timing_cores(int(self.job.get("device_ordinal", 0)), os.sched_getaffinity(0))
 
     def overhead_cycles(
         self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int
@@ -221,8 +228,7 @@ class TimingStage:
         attempts: list[tuple[float, Any, bool, dict[str, Any], bool]] = []
         clocked = [runner] if control is None or control is runner else [runner, control]
         pids = [r.process.pid for r in clocked]
-        # The socket's waits (CPU back end) sleep: only spinners need cores of their own.
-        cores = timing_cores(int(self.job.get("device_ordinal", 0)), os.sched_getaffinity(0))
+        cores = self.spin_cores()
         seated = pinned_apart(pids, cores, self.checks) if self.is_cuda else contextlib.nullcontext()
         with raised_priority([0, *pids], self.checks), seated:
             for _ in range(timing.TIMING_ATTEMPTS):
@@ -436,6 +442,31 @@ def pinned_apart(
         _restore_affinity(saved)
         saved = {}
         checks["timing_cores"] = f"unpinned ({exc.strerror})"
+    try:
+        yield
+    finally:
+        _restore_affinity(saved)
+
+
+@contextmanager
+def kept_off(runner_pids: list[int], cores: tuple[int, int] | None) -> Iterator[None]:
+    """Run the block with this thread and the main threads of `runner_pids` on any allowed core but
+    `cores` (a device's timing cores), then put their affinities back: a clean calibration spins
+    too, beside other workers' device work, and must not land on the cores a timing is pinned to.
+    Nothing changes with fewer than two other cores left."""
+    allowed = os.sched_getaffinity(0)
+    others = allowed - set(cores or ())
+    if cores is None or len(others) < 2:
+        yield
+        return
+    saved: dict[int, set[int]] = {}
+    try:
+        saved = {pid: os.sched_getaffinity(pid) for pid in (*runner_pids, 0)}
+        for pid in saved:
+            os.sched_setaffinity(pid, others)
+    except OSError:
+        _restore_affinity(saved)
+        saved = {}
     try:
         yield
     finally:
