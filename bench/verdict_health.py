@@ -70,6 +70,17 @@ def timing_figures(verdict: dict[str, Any]) -> dict[str, float]:
     return figures
 
 
+def stage_time(seconds: dict[str, float], stage: str) -> float | None:
+    """A stage's seconds; `unstaged`: the total less every stage the worker named (build is inside
+    compile), mostly a spare worker still booting when its job came (session 23: 15-27 s for 5-7
+    candidates of each early step)."""
+    if stage != "unstaged":
+        return seconds.get(stage)
+    if "total" not in seconds:
+        return None
+    return seconds["total"] - sum(t for name, t in seconds.items() if name not in ("total", "build"))
+
+
 def on_grid(value: float) -> bool:
     return any(abs(value - mark) <= GRID_TOLERANCE_MS for mark in GRID_MS)
 
@@ -78,12 +89,13 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes = Counter(f"{v.get('stage')} / {v.get('blame')}" for v in verdicts)
     flags = Counter(flag for v in verdicts for flag in v.get("flags") or [])
     seconds = {}
-    for stage in STAGES:
-        values = [v["stage_seconds"][stage] for v in verdicts if stage in (v.get("stage_seconds") or {})]
+    for stage in (*STAGES, "unstaged"):
+        values = [t for v in verdicts if (t := stage_time(v.get("stage_seconds") or {}, stage)) is not None]
         if values:
             seconds[stage] = {
                 "n": len(values),
                 "median": round(statistics.median(values), 2),
+                "p90": round(sorted(values)[int(0.9 * (len(values) - 1))], 2),
                 "max": round(max(values), 2),
             }
     infrastructure = Counter(
@@ -119,9 +131,9 @@ def report(summary: dict[str, Any]) -> str:
     lines = [f"verdicts: {summary['verdicts']}"]
     lines.append("outcomes: " + ", ".join(f"{k} {n}" for k, n in summary["outcomes"].items()))
     lines.append("flags: " + (", ".join(f"{k} {n}" for k, n in summary["flags"].items()) or "none"))
-    lines.append(f"{'stage':12s} {'n':>5s} {'median s':>9s} {'max s':>8s}")
+    lines.append(f"{'stage':12s} {'n':>5s} {'median s':>9s} {'p90 s':>8s} {'max s':>8s}")
     for stage, row in summary["stage_seconds"].items():
-        lines.append(f"{stage:12s} {row['n']:5d} {row['median']:9.2f} {row['max']:8.2f}")
+        lines.append(f"{stage:12s} {row['n']:5d} {row['median']:9.2f} {row['p90']:8.2f} {row['max']:8.2f}")
     lines.append(
         "infrastructure failures: "
         + ("; ".join(f"{n} x {reason}" for reason, n in summary["infrastructure"].items()) or "none")

@@ -254,6 +254,12 @@ class EvaluatorConfig:
     instead of evaluating it again (a verdict our infrastructure failed is never reused). Identical
     candidates within a step are always evaluated once. For small policies that repeat themselves;
     the cache is not checkpointed, so a resumed run evaluates anew."""
+    spare_workers: int | None = None
+    """Workers booted ahead of their jobs (local kind; kevin.evaluator.spares); none: the larger of
+    `max_in_flight` and a step's candidates. A spare handed out while still booting makes its job
+    wait: in session 23's H200 run (12 in flight, 16 candidates a step, 12 spares) 5-7 candidates
+    of each early step waited 15-27 s, most of a step's evaluation, for spares started at that
+    step's first takes."""
     share_device: bool = True
     """When the trainer computes on a GPU that the local evaluator also times on, its generation
     batches and gradient steps take the shared side of that device's lock (kevin.evaluator.devlock),
@@ -268,6 +274,10 @@ class EvaluatorConfig:
             [
                 _one_of("evaluator", "kind", self.kind, EVALUATOR_KINDS),
                 (self.max_in_flight >= 1, "evaluator.max_in_flight must be at least 1"),
+                (
+                    self.spare_workers is None or self.spare_workers >= 0,
+                    "evaluator.spare_workers must be >= 0, or none",
+                ),
                 (self.timing_budget_ms > 0, "evaluator.timing_budget_ms must be positive"),
                 (self.timing_warmup_ms >= 0, "evaluator.timing_warmup_ms must be >= 0"),
                 (self.trials >= 1, "evaluator.trials must be at least 1"),

@@ -195,7 +195,10 @@ def default_policy(run: Run) -> Policy:
 
 
 def default_evaluator(run: Run) -> Evaluator:
-    return build_evaluator(run.config.evaluator, run.config.rollout.backend)
+    rollout = run.config.rollout
+    return build_evaluator(
+        run.config.evaluator, rollout.backend, rollout.tasks_per_step * rollout.trajectories
+    )
 
 
 def setup(

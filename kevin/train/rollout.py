@@ -196,8 +196,10 @@ def trainer_device_section(config: EvaluatorConfig, backend: str, device: Any) -
     return device_lock(dataclasses.replace(eval_config_for(config, backend), device_index=index)).shared
 
 
-def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
-    """The real evaluator the config names (local sandboxed service, or Ray)."""
+def build_evaluator(config: EvaluatorConfig, backend: str, step_candidates: int = 0) -> Evaluator:
+    """The real evaluator the config names (local sandboxed service, or Ray). `step_candidates`: how
+    many candidates a step submits at once, the default count of spare workers when more than
+    `max_in_flight` (EvaluatorConfig.spare_workers)."""
     eval_config = eval_config_for(config, backend)
     if config.kind == "ray":
         from kevin.evaluator.ray_service import RayEvaluationService
@@ -207,8 +209,16 @@ def build_evaluator(config: EvaluatorConfig, backend: str) -> Evaluator:
         )
     from kevin.evaluator.service import EvaluationService
 
+    spares = (
+        config.spare_workers
+        if config.spare_workers is not None
+        else max(config.max_in_flight, step_candidates)
+    )
     service = EvaluationService(
-        eval_config, max_in_flight=config.max_in_flight, device_indices=list(config.device_indices) or None
+        eval_config,
+        max_in_flight=config.max_in_flight,
+        device_indices=list(config.device_indices) or None,
+        spare_workers=spares,
     )
     # The toolchain's shim and symbol-check reference build while the model loads and the first
     # batch generates (on the H200 they were most of the first evaluation's 207-227 s).

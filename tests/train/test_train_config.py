@@ -146,3 +146,27 @@ def test_the_split_leaves_out_what_a_validation_report_flags(tmp_path):
     config = dataclasses.replace(config, loop=dataclasses.replace(config.loop, exclude=""))
     train, held_out = load_split(config, tasks)
     assert len(train) + len(held_out) == len(tasks)
+
+
+def test_the_local_evaluator_keeps_a_spare_worker_for_every_candidate_of_a_step(monkeypatch, tmp_path):
+    """Session 23 (H200): 12 in flight, 16 candidates a step and 12 spares; the 4 candidates past the
+    first 12 took spares started at that step's first takes, still booting, and waited 15-27 s."""
+    from kevin.evaluator.service import EvaluationService
+    from kevin.train.config import EvaluatorConfig
+    from kevin.train.rollout import build_evaluator
+
+    monkeypatch.setattr(EvaluationService, "prepare", lambda self: None)  # no toolchain build here
+    spares = []
+    for config, step_candidates in (
+        (EvaluatorConfig(max_in_flight=12), 16),
+        (EvaluatorConfig(max_in_flight=12), 4),
+        (EvaluatorConfig(max_in_flight=12, spare_workers=3), 16),
+    ):
+        service = build_evaluator(
+            dataclasses.replace(config, cache_dir=str(tmp_path)), "cpp", step_candidates
+        )
+        spares.append(service.spares.max_idle)
+        service.close()
+    assert spares == [16, 12, 3]
+    with pytest.raises(UsageError, match="spare_workers must be >= 0"):
+        EvaluatorConfig(spare_workers=-1)
