@@ -110,3 +110,28 @@ def cpu_runner(tmp_path):
     handle.request("setup", job={"precision": "fp32", "problem_source": TINY_PROBLEM, "weight_seed": 1})
     yield handle
     handle.kill()
+
+
+@pytest.fixture
+def overhead_cycles():
+    """Run overhead cycles (no call) in a runner: `overhead_cycles(handle, spin, fetched=None,
+    budget_ms=5.0, max_reps=20)`; with `fetched` (a list), the first and the last are fetched and
+    their descriptions appended to it."""
+
+    def run(handle, spin: bool, fetched: list | None = None, budget_ms: float = 5.0, max_reps: int = 20):
+        seeds = iter(range(1, 10_000))
+        return handle.run_cycles(
+            model=False,
+            spin=spin,
+            seeds=lambda: next(seeds),
+            warmup_ms=1.0,
+            min_warmup=2,
+            budget_ms=budget_ms,
+            min_reps=8,
+            max_reps=max_reps,
+            output_bytes=32 * 64 * 4,
+            fetch=lambda index, reps: fetched is not None and index in (0, reps - 1),
+            on_fetch=lambda metas: fetched.append(metas) or metas,
+        )
+
+    return run

@@ -12,34 +12,16 @@ import os
 import pytest
 
 from kevin.evaluator.worker.exchange import SharedArea, read_outputs, write_outputs
-from kevin.evaluator.worker.handle import RunnerHandle
-
-
-def cycles(handle: RunnerHandle, spin: bool, model: bool, fetched: list) -> object:
-    seeds = iter(range(1, 10_000))
-    return handle.run_cycles(
-        model=model,
-        spin=spin,
-        seeds=lambda: next(seeds),
-        warmup_ms=1.0,
-        min_warmup=2,
-        budget_ms=5.0,
-        min_reps=8,
-        max_reps=20,
-        output_bytes=32 * 64 * 4,
-        fetch=lambda index, reps: index in (0, reps - 1),
-        on_fetch=lambda metas: fetched.append(metas) or metas,
-    )
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("spin", [False, True], ids=["socket", "spin"])
-def test_cycles_run_back_to_back_in_both_waiting_modes(cpu_runner, spin):
+def test_cycles_run_back_to_back_in_both_waiting_modes(cpu_runner, overhead_cycles, spin):
     # Two sessions in a row, as calibration then timing do: flags left by the first must not end
     # the second at once, nor start a call nobody timed (the H200 hung on this before the fix).
     fetched: list = []
-    first = cycles(cpu_runner, spin, model=False, fetched=fetched)
-    second = cycles(cpu_runner, spin, model=False, fetched=fetched)
+    first = overhead_cycles(cpu_runner, spin, fetched)
+    second = overhead_cycles(cpu_runner, spin, fetched)
     for record in (first, second):
         assert len(record.cycle_ns) >= 8 and all(ns > 0 for ns in record.cycle_ns)
         assert sorted(record.fetch_ns) == [0, len(record.cycle_ns) - 1]

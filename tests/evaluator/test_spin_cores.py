@@ -30,7 +30,7 @@ def test_each_device_gets_its_own_pair_of_cores_from_the_top():
 
 @TWO_CORES
 @pytest.mark.timeout(180)
-def test_a_spinning_runner_on_the_judges_core_is_moved_off_it_while_timed(cpu_runner):
+def test_a_spinning_runner_on_the_judges_core_is_moved_off_it_while_timed(cpu_runner, overhead_cycles):
     """A real confined runner's spin cycles, with it and this (judging) thread first put on one core
     as the scheduler did on the H200: two slices a cycle there, tens of microseconds pinned apart."""
     before = os.sched_getaffinity(0)
@@ -41,29 +41,12 @@ def test_a_spinning_runner_on_the_judges_core_is_moved_off_it_while_timed(cpu_ru
         os.sched_setaffinity(pid, {core})
         checks: dict = {}
         with pinned_apart([pid], timing_cores(0, before), checks):
-            record = overhead_cycles(cpu_runner)
+            record = overhead_cycles(cpu_runner, True, budget_ms=40.0, max_reps=40)
         assert checks["timing_cores"] == dict(zip(("judge", "runners"), timing_cores(0, before), strict=True))
         assert statistics.median(record.cycle_ns) < 1_000_000  # 8.0 ms on one core
         assert os.sched_getaffinity(0) == {core} and os.sched_getaffinity(pid) == {core}
     finally:
         os.sched_setaffinity(0, before)
-
-
-def overhead_cycles(handle):
-    seeds = iter(range(1, 10_000))
-    return handle.run_cycles(
-        model=False,
-        spin=True,
-        seeds=lambda: next(seeds),
-        warmup_ms=1.0,
-        min_warmup=2,
-        budget_ms=40.0,
-        min_reps=8,
-        max_reps=40,
-        output_bytes=0,
-        fetch=lambda index, reps: False,
-        on_fetch=lambda metas: metas,
-    )
 
 
 def test_a_devices_ordinal_is_its_host_wide_name(monkeypatch):
