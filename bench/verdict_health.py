@@ -115,6 +115,10 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     )
     zero = sum(1 for v in verdicts if (v.get("timing") or {}).get("median_ms") == 1e-6)
     zero_baselines = sum(1 for v in verdicts if (v.get("baseline_timing") or {}).get("median_ms") == 1e-6)
+    # Timings done again because they or their bracket were dispersed (s23: 43 of 164, 2.3 s against
+    # 1.2 s): the verdicts that reached the timing stage, and those that needed more than one attempt.
+    timed = [v for v in verdicts if "timing" in (v.get("stage_seconds") or {})]
+    retried = sum(1 for v in timed if ((v.get("checks") or {}).get("timing_attempts") or {}).get("candidate"))
     return {
         "verdicts": len(verdicts),
         "outcomes": dict(outcomes.most_common()),
@@ -124,6 +128,7 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         "grid_figures": dict(disturbed.most_common()),
         "timing_cores": dict(cores.most_common()),
         "timed_at_zero": {"candidates": zero, "baselines": zero_baselines},
+        "timings_retried": {"retried": retried, "timed": len(timed)},
     }
 
 
@@ -152,6 +157,8 @@ def report(summary: dict[str, Any]) -> str:
     )
     zero = summary["timed_at_zero"]
     lines.append(f"timed at 0 (1e-6 ms): {zero['candidates']} candidates, {zero['baselines']} baselines")
+    retried = summary["timings_retried"]
+    lines.append(f"candidate timings retried (dispersed): {retried['retried']} of {retried['timed']}")
     return "\n".join(lines)
 
 

@@ -49,7 +49,9 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
         timing=None,
     )
     write(rl / "episodes.jsonl.gz", [verdict(), s22, contaminated_baseline, failed], compress=True)
-    pinned = verdict(checks={"timing_cores": {"judge": 15, "runners": 14}})
+    pinned = verdict(
+        checks={"timing_cores": {"judge": 15, "runners": 14}, "timing_attempts": {"candidate": [9.1, 0.4]}}
+    )
     write(rl / "heldout.jsonl", [verdict(), pinned, verdict(checks={"timing_cores": "unpinned (EPERM)"})])
     assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
     summary = json.loads((tmp_path / "h.json").read_text())
@@ -59,6 +61,7 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
     assert summary["grid_figures"] == {"bracket (candidate)": 1, "clean (candidate)": 1, "baseline cycles": 1}
     assert summary["timed_at_zero"] == {"candidates": 1, "baselines": 0}
     assert summary["timing_cores"] == {"pinned": 1, "unpinned (EPERM)": 1}
+    assert summary["timings_retried"] == {"retried": 1, "timed": 7}
     assert summary["infrastructure"] == {
         "the cycle overhead around the baseline's timing stayed dispersed over 3 attempts": 1
     }
@@ -67,6 +70,7 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
     assert summary["stage_seconds"]["unstaged"] == {"n": 7, "median": 19.0, "p90": 19.0, "max": 19.0}
     printed = capsys.readouterr().out
     assert "bracket (candidate) 1" in printed and "timed at 0 (1e-6 ms): 1 candidates" in printed
+    assert "candidate timings retried (dispersed): 1 of 7" in printed
 
 
 def test_a_directory_without_episodes_is_a_usage_error(tmp_path, capsys):
