@@ -109,7 +109,7 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
             if on_grid(value):
                 disturbed[label] += 1
     cores = Counter(
-        "pinned" if isinstance(seat, dict) else str(seat)
+        ("pinned, kept" if seat.get("kept") else "pinned") if isinstance(seat, dict) else str(seat)
         for v in verdicts
         if (seat := (v.get("checks") or {}).get("timing_cores")) is not None
     )

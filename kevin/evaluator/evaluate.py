@@ -268,7 +268,7 @@ def physical_device(config: EvalConfig) -> str:
 
 def device_ordinal(config: EvalConfig) -> int:
     """A number per physical device of this host (the index, or a UUID's checksum): it picks the
-    cores the device's timings spin on (kevin.evaluator.worker.timed.timing_cores)."""
+    cores the device's timings spin on (kevin.evaluator.cores)."""
     name = physical_device(config)
     return int(name) if name.isdigit() else zlib.crc32(name.encode())
 

@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kevin.evaluator import cores
 from kevin.evaluator.sandbox import scrubbed_env
 
 
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-fast", action="store_true", help="builds are not fast builds: no shim")
     args = parser.parse_args(argv)
+    cores.at_start()  # its compilers keep off the cores kept for timing
     from kevin.evaluator import confine
     from kevin.evaluator.broker import Broker
 

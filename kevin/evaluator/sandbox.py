@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kevin.evaluator.confine import authentic, descendants, kill_descendants
+from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
 from kevin.evaluator.result import truncate_middle
 from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
@@ -76,6 +77,7 @@ ENV_ALLOW = (
     "TRITON_PTXAS_PATH",
     "TRITON_CACHE_DIR",
     TOOLCHAIN_VARIABLE,  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
+    CORES_VARIABLE,  # kevin.evaluator.cores: the GPUs whose timing cores a judge keeps off
 )
 
 TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"

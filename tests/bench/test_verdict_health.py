@@ -52,7 +52,8 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
     pinned = verdict(
         checks={"timing_cores": {"judge": 15, "runners": 14}, "timing_attempts": {"candidate": [9.1, 0.4]}}
     )
-    write(rl / "heldout.jsonl", [verdict(), pinned, verdict(checks={"timing_cores": "unpinned (EPERM)"})])
+    kept = verdict(checks={"timing_cores": {"judge": 15, "runners": 14, "kept": True}})
+    write(rl / "heldout.jsonl", [pinned, kept, verdict(checks={"timing_cores": "unpinned (EPERM)"})])
     assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
     summary = json.loads((tmp_path / "h.json").read_text())
     assert summary["verdicts"] == 7
@@ -60,7 +61,7 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
     assert summary["flags"] == {"impossible_speedup": 1}
     assert summary["grid_figures"] == {"bracket (candidate)": 1, "clean (candidate)": 1, "baseline cycles": 1}
     assert summary["timed_at_zero"] == {"candidates": 1, "baselines": 0}
-    assert summary["timing_cores"] == {"pinned": 1, "unpinned (EPERM)": 1}
+    assert summary["timing_cores"] == {"pinned": 1, "pinned, kept": 1, "unpinned (EPERM)": 1}
     assert summary["timings_retried"] == {"retried": 1, "timed": 7}
     assert summary["infrastructure"] == {
         "the cycle overhead around the baseline's timing stayed dispersed over 3 attempts": 1

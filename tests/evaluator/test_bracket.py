@@ -200,7 +200,7 @@ def test_the_judge_and_its_runners_spin_on_cores_of_their_own_while_timed(is_cud
         candidate = SeatedRunner(children[0], QUIET_OVERHEAD_NS, 310_000, call_ns=KERNEL_NS)
         control = SeatedRunner(children[1], QUIET_OVERHEAD_NS, 300_000)
         judge.time_steadily(candidate, busy_calibration(), control=control)
-        judge_core, runner_core = timing_cores(0, before)
+        judge_core, runner_core = timing_cores(0)
         seated = ({judge_core}, {runner_core}) if is_cuda else (before, before)
         assert candidate.seats == [seated] and control.seats == [seated, seated]
         assert ("timing_cores" in judge.checks) == is_cuda

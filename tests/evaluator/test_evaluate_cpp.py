@@ -260,6 +260,16 @@ def test_python_error_at_import_is_a_compile_stage_failure(task, config):
     assert result.stage == "compile" and "boom at import" in result.error
 
 
+def test_the_judge_plans_its_cores_on_its_first_line(task, config, monkeypatch):
+    """kevin.evaluator.cores: every judge plans the host's timing cores at its start, for the GPUs
+    the variable names (3 here; a machine of fewer than 12 cores keeps no pair for them)."""
+    from kevin.evaluator import cores
+
+    monkeypatch.setenv(cores.VARIABLE, "3")
+    result = evaluate(task, "import torch\nclass Something: pass\n", config)
+    assert result.checks["cores"] == cores.plan(os.sched_getaffinity(0), 3).summary()
+
+
 def test_missing_model_new(task, config):
     result = evaluate(task, "import torch\nclass Something: pass\n", config)
     assert result.stage == "compile" and "ModelNew" in result.error

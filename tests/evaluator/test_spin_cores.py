@@ -15,17 +15,18 @@ import subprocess
 
 import pytest
 
-from kevin.evaluator.worker.timed import kept_off, pinned_apart, timing_cores
+from kevin.evaluator.cores import pair_from_top
+from kevin.evaluator.worker.timed import kept_off, pinned_apart
 
 TWO_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
 
 
 def test_each_device_gets_its_own_pair_of_cores_from_the_top():
-    assert timing_cores(0, range(16)) == (15, 14)
-    assert timing_cores(1, range(16)) == (13, 12)
-    assert timing_cores(9, range(16)) == (13, 12)  # 8 pairs: the 10th device shares the 2nd's
-    assert timing_cores(0, {3, 7, 5}) == (7, 5)
-    assert timing_cores(0, {4}) is None
+    assert pair_from_top(0, range(16)) == (15, 14)
+    assert pair_from_top(1, range(16)) == (13, 12)
+    assert pair_from_top(9, range(16)) == (13, 12)  # 8 pairs: the 10th device shares the 2nd's
+    assert pair_from_top(0, {3, 7, 5}) == (7, 5)
+    assert pair_from_top(0, {4}) is None
 
 
 @TWO_CORES
@@ -40,9 +41,12 @@ def test_a_spinning_runner_on_the_judges_core_is_moved_off_it_while_timed(cpu_ru
         os.sched_setaffinity(0, {core})
         os.sched_setaffinity(pid, {core})
         checks: dict = {}
-        with pinned_apart([pid], timing_cores(0, before), checks):
+        with pinned_apart([pid], pair_from_top(0, before), checks):
             record = overhead_cycles(cpu_runner, True, budget_ms=40.0, max_reps=40)
-        assert checks["timing_cores"] == dict(zip(("judge", "runners"), timing_cores(0, before), strict=True))
+        assert checks["timing_cores"] == {
+            **dict(zip(("judge", "runners"), pair_from_top(0, before), strict=True)),
+            "kept": False,
+        }
         assert statistics.median(record.cycle_ns) < 1_000_000  # 8.0 ms on one core
         assert os.sched_getaffinity(0) == {core} and os.sched_getaffinity(pid) == {core}
     finally:
@@ -71,7 +75,7 @@ def test_a_clean_calibration_spins_off_the_timing_cores():
     of its device is pinned to, and everything is put back after."""
     child = subprocess.Popen(["sleep", "60"])
     before = os.sched_getaffinity(0)
-    cores = timing_cores(0, before)
+    cores = pair_from_top(0, before)
     try:
         with kept_off([child.pid], cores):
             for pid in (0, child.pid):

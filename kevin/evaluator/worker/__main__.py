@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import confine, devlock
+from kevin.evaluator import confine, cores, devlock
 from kevin.evaluator.confine import Channel
 from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
 from kevin.evaluator.worker.handle import RunnerHandle
@@ -80,6 +80,7 @@ def boot_up(spec: Any) -> tuple[RunnerHandle | None, RunnerHandle | None]:
 
 
 def main(argv: list[str]) -> int:
+    cores.at_start()  # before any thread: this judge, its runners, broker and compilers inherit it
     confine.die_with_parent()
     confine.become_subreaper()
     spec = json.loads(os.environ.pop(BOOT_VARIABLE, "null") or "null")
@@ -109,6 +110,7 @@ def main(argv: list[str]) -> int:
             "control_booted": control is not None,
             "job_wait_s": round(job_wait_s, 3),
         }
+        harness.checks["cores"] = cores.current().summary()
         result = harness.run()
     except Failure as failure:
         result = dict(failure.fields)

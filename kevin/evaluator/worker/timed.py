@@ -14,7 +14,8 @@
     cores       on the GPU back end both sides spin (the judge for DONE, the runner for the next
                 GO); while a timing and its bracket run, the judge's thread and the runners' are
                 pinned to two cores of their own (`pinned_apart`), since two spinners on one core
-                make every cycle two scheduler slices long.
+                make every cycle two scheduler slices long; a host with the cores keeps each
+                device's pair from all other evaluator work (kevin.evaluator.cores).
     time_model  the same cycles with the call; call i's time is (its cycle on the judge's clock) - O.
                 The reported median is the median of the means of blocks of consecutive calls, so
                 work pushed from one call into the next (a runner that answers DONE before the
@@ -37,11 +38,11 @@ import contextlib
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kevin.evaluator import probes, timing
+from kevin.evaluator import cores, probes, timing
 from kevin.evaluator.worker import exchange
 from kevin.evaluator.worker.exchange import output_bytes, read_outputs
 from kevin.evaluator.worker.handle import (
@@ -89,7 +90,7 @@ class TimingStage:
         on the CPU back end, whose waits on the socket sleep."""
         if not self.is_cuda:
             return None
-        return timing_cores(int(self.job.get("device_ordinal", 0)), os.sched_getaffinity(0))
+        return timing_cores(int(self.job.get("device_ordinal", 0)))
 
     def overhead_cycles(
         self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int
@@ -228,8 +229,8 @@ class TimingStage:
         attempts: list[tuple[float, Any, bool, dict[str, Any], bool]] = []
         clocked = [runner] if control is None or control is runner else [runner, control]
         pids = [r.process.pid for r in clocked]
-        cores = self.spin_cores()
-        seated = pinned_apart(pids, cores, self.checks) if self.is_cuda else contextlib.nullcontext()
+        pair = self.spin_cores()
+        seated = pinned_apart(pids, pair, self.checks) if self.is_cuda else contextlib.nullcontext()
         with raised_priority([0, *pids], self.checks), seated:
             for _ in range(timing.TIMING_ATTEMPTS):
                 if control is None:
@@ -403,41 +404,38 @@ def raised_priority(pids: list[int], checks: dict[str, Any]) -> Iterator[None]:
                 os.setpriority(os.PRIO_PROCESS, pid, previous)
 
 
-def timing_cores(ordinal: int, allowed: Iterable[int]) -> tuple[int, int] | None:
-    """The two cores a device's timing spins on, the judge's and its runners', from the top of the
-    `allowed` set down (core 0 takes most interrupts); device `ordinal` gets the ordinal-th pair, so
-    timings on several GPUs of one host keep apart. None with fewer than two cores."""
-    cores = sorted(allowed)
-    if len(cores) < 2:
-        return None
-    pair = ordinal % (len(cores) // 2)
-    return cores[-1 - 2 * pair], cores[-2 - 2 * pair]
+def timing_cores(ordinal: int) -> tuple[int, int] | None:
+    """The two cores a timing on device `ordinal` spins on, the judge's and its runners': the pair
+    kept for it on this host (kevin.evaluator.cores), else one picked from this thread's cores from
+    the top down, so timings on several GPUs of one host keep apart. None with fewer than two."""
+    return cores.current().timing_pair(ordinal)
 
 
 @contextmanager
 def pinned_apart(
-    runner_pids: list[int], cores: tuple[int, int] | None, checks: dict[str, Any]
+    runner_pids: list[int], pair: tuple[int, int] | None, checks: dict[str, Any]
 ) -> Iterator[None]:
-    """Run the block with this thread on `cores[0]` and the main threads of `runner_pids` on
-    `cores[1]`, then put their affinities back. On the GPU back end the judge spins waiting for a
+    """Run the block with this thread on `pair[0]` and the main threads of `runner_pids` on
+    `pair[1]`, then put their affinities back. On the GPU back end the judge spins waiting for a
     runner's DONE while the runner spins waiting for the next GO: two such spinners that the
     scheduler puts on one core take turns a time slice at a time, and every cycle then lasts two
     slices (8.0 ms on the H200 and on a 2-core CI machine, for cycles of 0.02-0.5 ms; the H200
     learning run of session 23 timed 18 candidates at 8 or 16 ms, and brackets slowed that way
     timed others at 0). Only one runner spins at a time, so the runners share a core. Without the
-    cores (fewer than two) or the right to set them, the timing runs as it is and the check says so."""
-    if cores is None:
+    cores (fewer than two) or the right to set them, the timing runs as it is and the check says so;
+    `kept` in the check says whether the pair was kept from all other work (kevin.evaluator.cores)."""
+    if pair is None:
         checks["timing_cores"] = "unpinned (fewer than two cores)"
         yield
         return
-    judge_core, runner_core = cores
+    judge_core, runner_core = pair
     seats = {pid: runner_core for pid in runner_pids} | {0: judge_core}
     saved: dict[int, set[int]] = {}
     try:
         saved = {pid: os.sched_getaffinity(pid) for pid in seats}  # all read before any is set
         for pid, core in seats.items():
             os.sched_setaffinity(pid, {core})
-        checks["timing_cores"] = {"judge": judge_core, "runners": runner_core}
+        checks["timing_cores"] = {"judge": judge_core, "runners": runner_core, "kept": cores.current().kept}
     except OSError as exc:
         _restore_affinity(saved)
         saved = {}
@@ -449,14 +447,15 @@ def pinned_apart(
 
 
 @contextmanager
-def kept_off(runner_pids: list[int], cores: tuple[int, int] | None) -> Iterator[None]:
+def kept_off(runner_pids: list[int], pair: tuple[int, int] | None) -> Iterator[None]:
     """Run the block with this thread and the main threads of `runner_pids` on any allowed core but
-    `cores` (a device's timing cores), then put their affinities back: a clean calibration spins
+    `pair` (a device's timing cores), then put their affinities back: a clean calibration spins
     too, beside other workers' device work, and must not land on the cores a timing is pinned to.
-    Nothing changes with fewer than two other cores left."""
+    Nothing changes with fewer than two other cores left. Where the host keeps each device's pair
+    (kevin.evaluator.cores) a judge and its runners already run off every pair but while timed."""
     allowed = os.sched_getaffinity(0)
-    others = allowed - set(cores or ())
-    if cores is None or len(others) < 2:
+    others = allowed - set(pair or ())
+    if pair is None or len(others) < 2:
         yield
         return
     saved: dict[int, set[int]] = {}
