@@ -17,6 +17,13 @@ sections cannot starve the timer. Admission has its own turnstile (path.admit), 
 slots are being collected, so a heavy job waiting for every slot is not overtaken by light ones
 and never holds anything a slot holder waits for.
 
+Every piece of kevin's own device work holds the lock at least shared: besides the three above, a
+spare's boot (CUDA contexts, the runners' flush buffers, CUPTI's start: worker.__main__.on_device,
+the runner's `context`), the judge's reference weights, and the candidate's `load` (its import and
+its model's construction; the builds it asks for are served with the lock let go). Not covered:
+work a candidate launches on the device and leaves running past its section (kernels are
+asynchronous; its runner's own synchronize is code the candidate can replace).
+
 Locks die with their process (the kernel drops a dead process's `flock`s), so a crashed or killed
 worker frees the device at once. With `slots=1` this is the old single lock: one worker on the
 device from admission to exit. Not handled: two configurations with different slot counts on one
@@ -63,6 +70,13 @@ class DeviceLock:
         self._turn = self._open(self.path.with_name(self.path.name + ".turn"))
         self._admit = self._open(self.path.with_name(self.path.name + ".admit"))
         self._held_slots: list[int] = []
+        self.weight = 0
+
+    def close(self) -> None:
+        """Let go of everything this lock holds (its slots too) and close its files."""
+        for fd in (self._main, self._turn, self._admit, *self._held_slots):
+            os.close(fd)
+        self._held_slots = []
         self.weight = 0
 
     @staticmethod

@@ -39,6 +39,9 @@ def boot_spec(job: dict[str, Any]) -> dict[str, Any]:
         "flush_l2": bool(timing.get("flush_l2", True)),
         "area_bytes": int(job.get("area_bytes", 8 << 30)),
         "max_file_bytes": int(job.get("max_file_bytes", 64 << 20)),
+        # The boot's device work holds this lock shared (kevin.evaluator.worker.__main__.on_device).
+        "device_lock": job.get("device_lock"),
+        "device_slots": int(job.get("device_slots") or 1),
     }
 
 

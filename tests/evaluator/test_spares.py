@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator.evaluate import EvalConfig, device_lock_file, evaluate
 from kevin.evaluator.sandbox import Limits, start_worker
 from kevin.evaluator.service import EvaluationService
 from kevin.evaluator.spares import SparePool, boot_spec, pool_key
@@ -113,6 +113,8 @@ def test_a_worker_booted_for_another_spec_starts_its_runner_afresh(task, tmp_pat
             "timing": {"flush_l2": True},
             "area_bytes": cfg.limits.host_memory_bytes // 2,
             "max_file_bytes": cfg.limits.max_file_bytes,
+            "device_lock": str(device_lock_file(cfg)),
+            "device_slots": cfg.device_slots,
         }
     )
     pool._idle[pool_key(job_spec, str(tmp_path), None)] = [wrong]  # a pool bug, simulated

@@ -50,33 +50,64 @@ def start_broker(job: dict[str, Any]) -> Any:
 
 
 def boot_up(spec: Any) -> tuple[RunnerHandle | None, RunnerHandle | None]:
-    """Before the job (kevin.evaluator.spares): torch, this device's CUDA context, and the two
-    runners launched and booting (the candidate's, and the clean one that brackets its timing and
-    times the baseline). (None, None) without a boot spec, or when booting failed (the evaluation
-    then starts its runners itself and reports what goes wrong)."""
+    """Before the job (kevin.evaluator.spares): torch and the two runners (the candidate's, and the
+    clean one that brackets its timing and times the baseline) started, then on the GPU back end
+    the device work of all three (CUDA contexts, the runners' flush buffers, CUPTI) in one section
+    that holds the device shared (`on_device`), so a boot never runs inside another worker's timing.
+    (None, None) without a boot spec, or when booting failed (the evaluation then starts its
+    runners itself and reports what goes wrong)."""
     if not isinstance(spec, dict):
         return None, None
-    runner = None
+    runner = control = None
     try:
-        import torch
-
-        if str(spec["device"]).startswith("cuda"):
-            torch.cuda.set_device(spec["device"])
-            torch.zeros(1, device=spec["device"])
         runner = launch_runner(spec, Path.cwd() / "runner1")
         control = launch_runner(spec, Path.cwd() / "runner2", traced=False)
     except Exception as exc:  # noqa: BLE001 - the evaluation retries the runner and reports
-        print(f"kevin: the worker could not boot ahead of its job: {exc}", file=sys.stderr)
-        if runner is not None:
-            runner.kill()
-        return None, None
+        return _boot_failed(exc, runner, control)
     # While the runners boot: the job's setup sizes its inputs on the meta device, whose first use
     # imports torch's reference ops: ~1 s of the setup stage on an idle CPU core, more on a loaded
     # machine (the stage's median was 5.4 s in s21's H200 learning run). Should it fail, the job's
     # setup pays it.
     with contextlib.suppress(Exception):
         devlock.warm_meta()
+    if str(spec["device"]).startswith("cuda"):
+        try:
+            on_device(spec, [runner, control])
+        except Exception as exc:  # noqa: BLE001 - as above
+            return _boot_failed(exc, runner, control)
     return runner, control
+
+
+def on_device(spec: dict[str, Any], runners: list[RunnerHandle]) -> None:
+    """The boot's device work, once the runners have started torch: this process's CUDA context and
+    each runner's `context`, holding the device's lock shared (kevin.evaluator.devlock: a timing
+    waits for it, and it waits for a timing)."""
+    import torch
+
+    for runner in runners:
+        runner.boot_reply = runner.reply("boot")
+    path = spec.get("device_lock")
+    lock = devlock.DeviceLock(path, int(spec.get("device_slots") or 1)) if path else None
+    try:
+        with lock.shared() if lock is not None else contextlib.nullcontext():
+            torch.cuda.set_device(spec["device"])
+            torch.zeros(1, device=spec["device"])
+            for runner in runners:
+                runner.send("context")
+            for runner in runners:
+                runner.context_reply = runner.reply("context")
+            torch.cuda.synchronize()
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _boot_failed(exc: BaseException, *runners: RunnerHandle | None) -> tuple[None, None]:
+    print(f"kevin: the worker could not boot ahead of its job: {exc}", file=sys.stderr)
+    for runner in runners:
+        if runner is not None:
+            runner.kill()
+    return None, None
 
 
 def main(argv: list[str]) -> int:

@@ -132,13 +132,14 @@ class BaselineStage:
         )
         try:
             try:
-                runner.request(
-                    "load",
-                    source=self.job["problem_source"],
-                    filename="<reference>",
-                    class_name="Model",
-                    compile=compiled,
-                )
+                with self.device_section("baseline", exclusive=False):  # the weights' copy: device work
+                    runner.request(
+                        "load",
+                        source=self.job["problem_source"],
+                        filename="<reference>",
+                        class_name="Model",
+                        compile=compiled,
+                    )
             except RunnerFailed as failed:
                 raise Failure(
                     "runtime",

@@ -195,6 +195,10 @@ class RunnerHandle:
         self.deadline_s: float | None = None
         """While set, the longest wait for one message of the runner (`receive`)."""
         self.killed = False
+        self.boot_reply: dict[str, Any] | None = None
+        """The reply to `boot` once collected (by a booting spare, else by the judge's runner_ready)."""
+        self.context_reply: dict[str, Any] | None = None
+        """The reply to `context` (its device work, done under the device's lock) once collected."""
 
     # -- commands ------------------------------------------------------------------------------------
     def request(

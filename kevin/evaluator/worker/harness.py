@@ -8,6 +8,7 @@ module each (see kevin.evaluator.worker).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -132,6 +133,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         self.trace: dict[str, Any] = {}
         self.builds: list[dict[str, Any]] = []
         self.lock: devlock.DeviceLock | None = None
+        self.unadmitted: devlock.DeviceLock | None = None
         self.correctness: dict[str, Any] = {}
 
     # -- bookkeeping ---------------------------------------------------------------------------------
@@ -191,14 +193,20 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         our failure."""
         self.checks["confinement"] = runner.confinement
         try:
-            reply = runner.reply("boot")
+            if runner.boot_reply is None:
+                runner.boot_reply = runner.reply("boot")
+            if self.is_cuda and runner.context_reply is None:
+                with self.shared_device(self.stage_name):
+                    runner.context_reply = runner.request("context")
             runner.request("setup", job=self.runner_problem())
         except RunnerFailed as failed:
             runner.kill()
             raise Failure(
                 "runtime", "kevin's runner failed to start: " + failed.error, blame="infrastructure"
             ) from None
-        seconds = reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {}
+        seconds = {}
+        for reply in (runner.boot_reply, runner.context_reply or {}):
+            seconds.update(reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {})
         waited = self.checks.setdefault("runner_start_s", [])
         waited.append({"ready": round(time.perf_counter() - runner.started, 3), **seconds})
         return runner
@@ -225,8 +233,6 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
 
     def judge(self, runner: RunnerHandle) -> dict[str, Any]:
         try:
-            if self.is_cuda:
-                self.torch.cuda.set_device(self.device)
             Path(self.job["build_cache"]).mkdir(parents=True, exist_ok=True)
             build.install(
                 Path(self.job["build_cache"]), build.BuildLog(), fast=self.job.get("fast_build", True)
@@ -285,7 +291,14 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             self.init_inputs = list(problem.get_init_inputs())
             self.input_bytes = devlock.input_bytes_on_meta(problem)
             torch.manual_seed(job["weight_seed"])
-            self.model = cast_floating(problem.Model(*self.init_inputs).to(self.device), self.dtype)
+            model = problem.Model(*self.init_inputs)
+            # This process's CUDA context (a worker that did not boot ahead) and the weights' copy
+            # are device work: beside other workers' shared work, never inside a timing.
+            with self.shared_device(self.stage_name):
+                if self.is_cuda:
+                    torch.cuda.set_device(self.device)
+                self.model = cast_floating(model.to(self.device), self.dtype)
+                self.sync()
             self.get_inputs = problem.get_inputs
         except BaseException as exc:
             raise Failure(
@@ -299,20 +312,40 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         return trial_inputs.draw(self.get_inputs, seed, shift, self.device, self.dtype)
 
     def load_candidate(self, runner: RunnerHandle) -> None:
+        """The candidate's import and its model's construction, in its runner, holding the device
+        shared: both are code the candidate chose, and may put work on the device (weights, a
+        kernel at import) that must not land inside another worker's timing. The builds its
+        `load_inline` calls ask for are served with the device let go (seconds to minutes of the
+        compiler, while the runner waits for the answer)."""
         self.stage("compile")
         job = self.job
+        section = contextlib.ExitStack()
+
+        def build(arguments: Any) -> dict[str, Any]:
+            section.close()
+            try:
+                return self.broker.build(arguments).to_dict()
+            finally:  # no stage event: the compile stage's one deadline covers the whole load
+                held = self.device_lock()
+                if held is not None:
+                    section.enter_context(held.shared())
+
         try:
+            section.enter_context(self.shared_device("compile"))
             reply = runner.request(
                 "load",
-                builds=lambda arguments: self.broker.build(arguments).to_dict(),
+                builds=build,
                 source=job["candidate_source"],
                 filename=job["candidate_filename"],
                 class_name="ModelNew",
             )
         except RunnerFailed as failed:
+            section.close()
             detail = "build" if failed.stage == "compile" and "Error building" in failed.error else "import"
             stage = failed.stage if failed.stage in ("compile", "runtime") else "compile"
             raise failed.failure(stage, detail=detail) from None
+        finally:
+            section.close()
         self.builds = [b for b in reply.get("builds", []) if isinstance(b, dict)][:16]
         self.compiled = True
 
@@ -355,13 +388,19 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
     def shared_device(self, stage: str) -> Iterator[None]:
         """The device beside other workers' shared work, without admission (a short calibration:
         never during another's timing)."""
-        path = self.job.get("device_lock")
-        if not path:
+        lock = self.device_lock()
+        if lock is None:
             self.stage(stage)
             yield
             return
-        lock = self.lock or devlock.DeviceLock(path, int(self.job.get("device_slots", 1)))
         self.stage("wait_gpu")
         with lock.shared():
             self.stage(stage)
             yield
+
+    def device_lock(self) -> devlock.DeviceLock | None:
+        """The device's lock: the admitted one, else one opened once for sections before admission;
+        None for a job without a lock."""
+        if self.lock is None and self.unadmitted is None and self.job.get("device_lock"):
+            self.unadmitted = devlock.DeviceLock(self.job["device_lock"], int(self.job.get("device_slots", 1)))
+        return self.lock or self.unadmitted

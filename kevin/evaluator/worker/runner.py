@@ -64,9 +64,10 @@ class Runner:
 
     # -- commands ------------------------------------------------------------------------------------
     def boot(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Start torch (and CUDA) before any problem or candidate exists: what a spare worker's runner
-        does before its job. The reply says where the time went (diagnostics for the judge's checks,
-        from a clean runner, never a timing)."""
+        """Start torch before any problem or candidate exists: what a spare worker's runner does
+        before its job. Nothing here touches the device (`context` does, under the judge's lock).
+        The reply says where the time went (diagnostics for the judge's checks, from a clean
+        runner, never a timing)."""
         started = time.perf_counter()
         import torch
 
@@ -76,31 +77,47 @@ class Runner:
         self.torch, self.booted = torch, job
         self.device = job["device"]
         self.is_cuda = self.device.startswith("cuda")
-        if self.is_cuda:
-            torch.cuda.set_device(self.device)
-            torch.zeros(1, device=self.device)  # the CUDA context exists before any confinement
-            seconds["cuda"] = time.perf_counter() - started - seconds["import"]
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
         torch.set_num_threads(int(job["cpu_threads"]))
         self.flush = None
-        if self.is_cuda and job.get("flush_l2", True):
-            props = torch.cuda.get_device_properties(self.device)
-            l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
-            self.flush = torch.empty(
-                max(2 * l2_bytes, 256 * 2**20) // 4, dtype=torch.int32, device=self.device
-            )
         # Threads torch starts lazily (the intra-op pool, the profiler's) exist before the judge
         # counts this process's threads, so only threads the candidate starts are new.
         torch.ones(1 << 16).sum()
         self.traced = bool(job.get("traced", True))
-        if self.traced:
+        if self.traced and not self.is_cuda:
             profiler_started = time.perf_counter()
-            probes.warm_profiler(self.is_cuda)
+            probes.warm_profiler(False)
             seconds["profiler"] = time.perf_counter() - profiler_started
         seconds["boot"] = time.perf_counter() - started
         return {"ok": True, "pid": os.getpid(), "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+
+    def context(self, _: dict[str, Any]) -> dict[str, Any]:
+        """The runner's device work before its problem: the CUDA context, the L2 flush buffer (the
+        driver clears a fresh allocation on the device) and CUPTI's start for the trace. The judge
+        sends it while it holds the device's lock shared (kevin.evaluator.devlock), so none of it
+        runs inside another worker's timing; nothing to do on the CPU back end."""
+        seconds: dict[str, float] = {}
+        if self.is_cuda:
+            from kevin.evaluator import probes
+
+            torch, started = self.torch, time.perf_counter()
+            torch.cuda.set_device(self.device)
+            torch.zeros(1, device=self.device)
+            seconds["cuda"] = time.perf_counter() - started
+            if self.booted.get("flush_l2", True):
+                props = torch.cuda.get_device_properties(self.device)
+                l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+                self.flush = torch.empty(
+                    max(2 * l2_bytes, 256 * 2**20) // 4, dtype=torch.int32, device=self.device
+                )
+            if self.traced:
+                profiler_started = time.perf_counter()
+                probes.warm_profiler(True)
+                seconds["profiler"] = time.perf_counter() - profiler_started
+            torch.cuda.synchronize()
+        return {"ok": True, "seconds": {k: round(v, 3) for k, v in seconds.items()}}
 
     def setup(self, job: dict[str, Any]) -> dict[str, Any]:
         """The problem (after `boot`): its init inputs and the means to draw trial inputs."""
@@ -289,7 +306,7 @@ class Runner:
             self.torch.cuda.synchronize()
 
 
-COMMANDS = ("boot", "setup", "load", "trial", "trace", "state", "cycles")
+COMMANDS = ("boot", "context", "setup", "load", "trial", "trace", "state", "cycles")
 
 
 def serve(link: Link, area: SharedArea) -> None:

@@ -1,0 +1,242 @@
+"""Device work of kevin's own processes runs inside the device's lock, never inside a timing.
+
+A timing holds the device's lock exclusively (kevin.evaluator.devlock) because anything else on
+the GPU meanwhile is timed with the candidate. Until session 24 several pieces of device work ran
+outside the lock, each of them, in a 16-job batch, beside some other worker's timing: a spare's
+boot (three CUDA contexts, two 256 MB flush buffers the driver clears, CUPTI's start), the judge's
+reference weights, and the candidate's `load` (its import and its model's construction: code the
+candidate chose, which may put its own work on the device). Each now holds the lock shared; the
+builds a `load` asks for are served with the lock let go. These tests watch the lock from outside
+(can another process's exclusive section start now?) at each of those moments.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kevin.evaluator import devlock
+from kevin.evaluator.worker.handle import RunnerFailed
+from kevin.evaluator.worker.harness import Harness
+from kevin.evaluator.worker.support import Failure
+
+
+def timing_could_start(path: Path) -> bool:
+    """Whether an exclusive section (a timing) could take the lock at this moment."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+class Channel:
+    def send(self, message: dict[str, Any]) -> None:
+        pass
+
+
+@pytest.fixture
+def lock_path(tmp_path):
+    return devlock.ensure_files(tmp_path / "kevin-cuda0.lock", 2)
+
+
+def harness(lock_path: Path, broker: Any = None) -> Harness:
+    job = {
+        "device": "cpu", "precision": "fp32", "seed": 1, "weight_seed": 1, "device_lock": str(lock_path),
+        "device_slots": 2, "candidate_source": "", "candidate_filename": "candidate.py",
+        "problem_source": "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+        "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n",
+    }  # fmt: skip
+    return Harness(job, Channel(), broker)
+
+
+class LoadingRunner:
+    """Answers `load` after asking for two builds, noting whether a timing could start at each step."""
+
+    def __init__(self, lock_path: Path, fail: bool = False) -> None:
+        self.lock_path, self.fail, self.seen = lock_path, fail, []
+
+    def request(self, command: str, builds: Any = None, **fields: Any) -> dict[str, Any]:
+        assert command == "load"
+        self.seen.append(("import", timing_could_start(self.lock_path)))
+        for name in ("ext_a", "ext_b"):
+            builds({"name": name})
+            self.seen.append(("after " + name, timing_could_start(self.lock_path)))
+        if self.fail:
+            raise RunnerFailed({"stage": "compile", "error": "boom at import"})
+        return {"ok": True, "builds": []}
+
+
+def test_the_candidates_load_holds_the_device_and_its_builds_do_not(lock_path):
+    seen_in_builds: list[tuple[str, bool]] = []
+
+    class Broker:
+        def build(self, arguments: dict[str, Any]) -> Any:
+            seen_in_builds.append((arguments["name"], timing_could_start(lock_path)))
+            return types.SimpleNamespace(to_dict=lambda: {"ok": True})
+
+    judge = harness(lock_path, Broker())
+    runner = LoadingRunner(lock_path)
+    judge.load_candidate(runner)  # type: ignore[arg-type]
+    assert runner.seen == [("import", False), ("after ext_a", False), ("after ext_b", False)]
+    assert seen_in_builds == [("ext_a", True), ("ext_b", True)]
+    assert timing_could_start(lock_path)
+    assert judge.stage_name == "compile" and judge.compiled
+
+    failing = LoadingRunner(lock_path, fail=True)
+    with pytest.raises(Failure):
+        judge.load_candidate(failing)  # type: ignore[arg-type]
+    assert timing_could_start(lock_path)  # let go on the failure too
+
+
+class BootingRunner:
+    def __init__(self, lock_path: Path, booted: bool = False) -> None:
+        self.lock_path = lock_path
+        self.boot_reply = {"ok": True, "seconds": {"import": 1.0}} if booted else None
+        self.context_reply = {"ok": True, "seconds": {"cuda": 0.5}} if booted else None
+        self.confinement: dict[str, Any] = {}
+        self.started = 0.0
+        self.seen: list[tuple[str, bool]] = []
+        self.sent: list[str] = []
+
+    def reply(self, command: str) -> dict[str, Any]:
+        self.seen.append((command, timing_could_start(self.lock_path)))
+        seconds = {"boot": {"import": 1.0, "boot": 2.0}, "context": {"cuda": 0.5, "profiler": 0.2}}[command]
+        return {"ok": True, "seconds": seconds}
+
+    def request(self, command: str, **_: Any) -> dict[str, Any]:
+        if command == "context":
+            return self.reply(command)
+        self.seen.append((command, timing_could_start(self.lock_path)))
+        return {"ok": True}
+
+    def send(self, command: str, **_: Any) -> None:
+        self.sent.append(command)
+
+    def kill(self) -> int:
+        return 0
+
+
+def test_a_runner_made_ready_by_the_judge_gets_its_device_inside_the_lock(lock_path):
+    judge = harness(lock_path)
+    judge.is_cuda = True
+    runner = BootingRunner(lock_path)
+    judge.runner_ready(runner)  # type: ignore[arg-type]
+    assert runner.seen == [("boot", True), ("context", False), ("setup", True)]
+    assert judge.checks["runner_start_s"][0].keys() >= {"import", "boot", "cuda", "profiler"}
+    # A spare's runner did both before its job: neither is asked again.
+    spare = BootingRunner(lock_path, booted=True)
+    judge.runner_ready(spare)  # type: ignore[arg-type]
+    assert spare.seen == [("setup", True)]
+
+
+def test_the_judges_reference_weights_go_to_the_device_inside_the_lock(lock_path, monkeypatch):
+    from kevin.evaluator.worker import harness as harness_module
+
+    seen: list[bool] = []
+    real = harness_module.cast_floating
+    monkeypatch.setattr(
+        harness_module, "cast_floating", lambda m, d: seen.append(timing_could_start(lock_path)) or real(m, d)
+    )
+    judge = harness(lock_path)
+    judge.load_reference()
+    assert seen == [False] and timing_could_start(lock_path)
+
+
+def test_a_spare_does_its_boots_device_work_in_one_shared_section(lock_path, monkeypatch):
+    """kevin.evaluator.worker.__main__.on_device with the CUDA calls and the runners stood in for:
+    the runners' boots are collected first (no lock), then this process's context and both runners'
+    `context` inside one shared section, which is let go (and its files closed) after."""
+    import torch
+
+    from kevin.evaluator.worker import __main__ as worker
+
+    seen: list[tuple[str, bool]] = []
+    monkeypatch.setattr(
+        torch.cuda, "set_device", lambda device: seen.append(("set_device", timing_could_start(lock_path)))
+    )
+    monkeypatch.setattr(
+        torch.cuda, "synchronize", lambda: seen.append(("synchronize", timing_could_start(lock_path)))
+    )
+    real_zeros = torch.zeros
+    monkeypatch.setattr(
+        torch,
+        "zeros",
+        lambda *a, device=None, **k: (
+            seen.append(("zeros", timing_could_start(lock_path))) or real_zeros(*a, **k)
+        ),
+    )
+    runners = [BootingRunner(lock_path), BootingRunner(lock_path)]
+    before = len(os.listdir("/proc/self/fd"))
+    worker.on_device({"device": "cuda:0", "device_lock": str(lock_path), "device_slots": 2}, runners)  # type: ignore[arg-type]
+    assert [r.seen for r in runners] == [[("boot", True), ("context", False)]] * 2
+    assert [r.sent for r in runners] == [["context"]] * 2
+    assert seen == [("set_device", False), ("zeros", False), ("synchronize", False)]
+    assert all(r.boot_reply and r.context_reply for r in runners)
+    assert timing_could_start(lock_path) and len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_runners_boot_touches_no_device_and_its_context_does(monkeypatch):
+    """The runner's `boot` for a CUDA device does nothing on the device: on a machine without CUDA
+    it still boots. `context` is where its device work went, in this order."""
+    import torch
+
+    from kevin.evaluator import probes
+    from kevin.evaluator.worker.runner import Runner
+
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: pytest.fail("boot touched the device"))
+    runner = Runner(None, None)  # type: ignore[arg-type]
+    job = {"device": "cuda:0", "cpu_threads": 1, "flush_l2": True, "traced": True}
+    reply = runner.boot(job)
+    assert reply["ok"] and "profiler" not in reply["seconds"] and runner.flush is None
+
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(f"set_device {device}"))
+    real_zeros, real_empty = torch.zeros, torch.empty
+    monkeypatch.setattr(
+        torch, "zeros", lambda *a, device=None, **k: calls.append(f"zeros {device}") or real_zeros(*a, **k)
+    )
+    monkeypatch.setattr(
+        torch, "empty", lambda *a, device=None, **k: calls.append(f"empty {device}") or real_empty(4, **k)
+    )
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(L2_cache_size=60 << 20)
+    )
+    monkeypatch.setattr(probes, "warm_profiler", lambda is_cuda: calls.append(f"profiler {is_cuda}"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("synchronize"))
+    reply = runner.context({})
+    assert reply["ok"] and {"cuda", "profiler"} <= set(reply["seconds"])
+    assert calls == ["set_device cuda:0", "zeros cuda:0", "empty cuda:0", "profiler True", "synchronize"]
+
+
+def test_the_baselines_reference_weights_load_inside_the_lock(lock_path, monkeypatch):
+    """The control runner loads the reference (its weights to the device) before timing it."""
+
+    class Control(BootingRunner):
+        def request(self, command: str, **_: Any) -> dict[str, Any]:
+            self.seen.append((command, timing_could_start(self.lock_path)))
+            return {"ok": True}
+
+    judge = harness(lock_path)
+    judge.lock = devlock.DeviceLock(lock_path, 2)  # admitted
+    judge.control = control = Control(lock_path)  # type: ignore[assignment]
+    judge.overhead = {"output_bytes": 16}
+
+    def stop(*_: Any, **__: Any) -> Any:
+        raise Failure("runtime", "stopped here")
+
+    monkeypatch.setattr(judge, "time_steadily", stop)
+    with pytest.raises(Failure):
+        judge.time_reference(compiled=False)
+    assert control.seen == [("load", False)]
+    judge.lock.close()
