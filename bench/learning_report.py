@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+import heldout_paired
+
 from kevin.train.tracking import METRICS_FILE, read_jsonl
 
 HEADLINE = ("correct", "speedup", "fast_1")
@@ -53,6 +55,9 @@ def write_report(record: dict, run_dir: Path, out: Path) -> None:
         for row in rows
         if "rollout/reward_mean" in row
     ]
+    # Each held-out step against the start, pair by pair: is the change more than chance?
+    heldout = read_jsonl(run_dir / "heldout.jsonl") if (run_dir / "heldout.jsonl").exists() else []
+    record["paired"] = heldout_paired.compare(heldout) if heldout else []
     (out / "rl").mkdir(parents=True, exist_ok=True)
     for name in RL_FILES:
         if (run_dir / name).exists():
@@ -145,6 +150,12 @@ def _table(record: dict) -> str:
         f"{'SFT start (step 0)':28s}{cells(record.get('before'))}",
         f"{'after RL (step ' + str(after.get('step', '-')) + ')':28s}{cells(after)}",
         _sft_line(record.get("sft") or {}),
+        *(
+            ["held-out steps against the start, pair by pair (bench/heldout_paired.py):"]
+            + heldout_paired.render(record["paired"]).splitlines()
+            if record.get("paired")
+            else []
+        ),
         "phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in (record.get("phases_s") or {}).items()),
     ]
     if record.get("carries"):

@@ -17,7 +17,9 @@ check it). Rows that the stopped launch logged after step k are dropped by the l
 A slim checkpoint (`slim_checkpoint`: the model in bf16, no optimizer.pt) is what fits through a
 narrow pipe, such as the device machine's file limits between sessions (bench/learning_carry.py).
 Resuming from it is not exact: the weights are rounded to bf16 once and AdamW's moments start
-from zero (a warning says so); the step, the schedule, the sampler and the RNG are restored.
+from zero (a warning says so, `optimizer_restored` in the state returned is False, and the learner
+warms its rate up again: kevin.train.learner); the step, the schedule, the sampler and the RNG are
+restored.
 
 Under FSDP the full state dicts are gathered to the CPU (collectives on every rank) and rank 0 writes;
 on load every rank reads the files (a shared filesystem is assumed) and keeps its shards.
@@ -132,7 +134,8 @@ def save_checkpoint(
 def load_checkpoint(
     path: Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, context: DistributedContext
 ) -> dict[str, Any]:
-    """Restore model, optimiser and this rank's RNG from `path`; return the loop's state."""
+    """Restore model, optimiser and this rank's RNG from `path`; return the loop's state, with
+    `optimizer_restored` (False for a slim checkpoint)."""
     model_state = torch.load(path / MODEL_FILE, map_location="cpu", weights_only=True)
     optimizer_state = None
     if (path / OPTIMIZER_FILE).is_file():
@@ -160,6 +163,7 @@ def load_checkpoint(
             optimizer.load_state_dict(optimizer_state)
     rng = state.pop("rng")
     set_rng_state(rng[context.rank] if context.rank < len(rng) else rng[0])
+    state["optimizer_restored"] = optimizer_state is not None
     return state
 
 

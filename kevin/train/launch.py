@@ -285,6 +285,10 @@ def _restore(run: Run) -> None:
     )
     run.step = int(state["step"])
     run.learner.load_state(state["learner"])
+    if not state["optimizer_restored"]:
+        run.learner.restart_moments()
+        say(run, f"kevin train: {path.name} has no optimiser state: the learning rate warms up again over "
+            f"{run.learner.warmup_steps} optimiser steps")  # fmt: skip
     run.sampler.load_state(state["sampler"])
     run.monitor.load_state(state["monitor"])
     if run.context.is_main:

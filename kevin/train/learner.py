@@ -15,8 +15,11 @@ One call of `Learner.learn(samples)` per training step:
    Step 1 is on-policy (ratio 1 exactly with learner old log-probs); steps 2.. are off-policy.
 
 Learning rate: constant with linear warm-up, lr(k) = lr * min(1, (k + 1) / W) for optimiser step k
-(0-based), W = ceil(warmup_fraction x total optimiser steps of the run); the schedule's only state is
-k, saved in the checkpoint. A mini-batch with nothing to compute on any rank is skipped without an
+(0-based), W = ceil(warmup_fraction x total optimiser steps of the run); the schedule's state is k,
+saved in the checkpoint. A resume from a slim checkpoint (bf16 weights, no optimiser state: what
+crosses between device sessions) starts AdamW's moments from zero, and fresh moments make the first
+updates about lr x sign(gradient) per weight, far larger than a warm run's: the rate then warms up
+again over W steps from that step k0 (`restart_moments`, k0 saved in later checkpoints). A mini-batch with nothing to compute on any rank is skipped without an
 optimiser step (and does not advance k); so is one whose gradient norm is not finite (counted in
 `nonfinite_skipped`, shown on the step line), which would otherwise turn every weight into NaN.
 
@@ -63,11 +66,15 @@ PLACEHOLDER_INDEX = -1
 """Index of the zero-weight placeholder rows that keep FSDP ranks in step."""
 
 
-def lr_at(optimizer_step: int, *, peak_lr: float, warmup_steps: int) -> float:
-    """Constant with linear warm-up: peak * min(1, (k + 1) / W)."""
+def lr_at(optimizer_step: int, *, peak_lr: float, warmup_steps: int, rewarm_from: int | None = None) -> float:
+    """Constant with linear warm-up: peak * min(1, (k + 1) / W); after AdamW's moments were reset at
+    optimiser step k0 (`rewarm_from`), times min(1, (k - k0 + 1) / W) as well."""
     if warmup_steps <= 0:
         return peak_lr
-    return peak_lr * min(1.0, (optimizer_step + 1) / warmup_steps)
+    factor = min(1.0, (optimizer_step + 1) / warmup_steps)
+    if rewarm_from is not None:
+        factor *= min(1.0, max(0, optimizer_step - rewarm_from + 1) / warmup_steps)
+    return peak_lr * factor
 
 
 def warmup_steps_for(total_optimizer_steps: int, fraction: float) -> int:
@@ -137,14 +144,36 @@ class Learner:
         )
         self.warmup_steps = warmup_steps_for(total_optimizer_steps, optim.warmup_fraction)
         self.optimizer_steps = 0
+        self.rewarm_from: int | None = None
+        """The optimiser step at which AdamW's moments last started from zero after the run's start
+        (a slim resume), from which the rate warms up again; None when they never did."""
 
     # -- state ------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        return {"optimizer_steps": self.optimizer_steps, "warmup_steps": self.warmup_steps}
+        return {
+            "optimizer_steps": self.optimizer_steps,
+            "warmup_steps": self.warmup_steps,
+            "rewarm_from": self.rewarm_from,
+        }
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.optimizer_steps = int(state["optimizer_steps"])
+        rewarm = state.get("rewarm_from")
+        self.rewarm_from = None if rewarm is None else int(rewarm)
+
+    def restart_moments(self) -> None:
+        """AdamW's moments start from zero here (the optimiser state was not restored): warm the rate
+        up again from this optimiser step."""
+        self.rewarm_from = self.optimizer_steps
+
+    def current_lr(self) -> float:
+        return lr_at(
+            self.optimizer_steps,
+            peak_lr=self.optim_config.lr,
+            warmup_steps=self.warmup_steps,
+            rewarm_from=self.rewarm_from,
+        )
 
     # -- one training step ------------------------------------------------------------------
 
@@ -327,7 +356,7 @@ class Learner:
             self.context.sum_gradients(self.parameters)
         norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.optim_config.grad_clip)
         norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-        lr = lr_at(self.optimizer_steps, peak_lr=self.optim_config.lr, warmup_steps=self.warmup_steps)
+        lr = self.current_lr()
         # A non-finite gradient would make every weight NaN (clipping scales by a NaN norm) and the
         # next sampling step would fail on the GPU: drop the update, keep k, count it. The norm is
         # the global one, so every rank decides alike.

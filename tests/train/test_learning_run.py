@@ -50,7 +50,7 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed[-1].startswith("phases (s): family+corpus")
-    assert any(line.startswith("corpus average variant") for line in printed[-5:])
+    assert any(line.startswith("corpus average variant") for line in printed[-12:])
     for name in (
         "metrics.json", "table.txt", "learning.png", "corpus_stats.json", "corpus_sample.jsonl",
         "corpus_baseline.jsonl", "sft_log.jsonl", "sft.json", "split.json", "family.json",
@@ -67,6 +67,12 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert record["corpus"]["length_cap"] == 8  # and a rare chain length's tasks up to 8x
     assert set(record["phases_s"]) == {"family+corpus", "baseline", "sft", "rl"}
     assert len(record["training"]) == 2
+    # Each held-out step after the start, paired with it (bench/heldout_paired.py): the toy's last
+    # held-out evaluation against step 0, every kernel passing at 1.25 both times.
+    paired = record["paired"][-1]
+    assert (paired["step"], paired["base"], paired["gained"], paired["lost"]) == (2, 0, 0, 0)
+    assert paired["speedup_diff"] == 0.0 and paired["pairs"] > 0
+    assert "pair by pair" in (out / "table.txt").read_text()
     config = json.loads((out / "rl" / "config.json").read_text())
     assert config["model"]["name_or_path"].endswith("sft") and config["loop"]["time_limit_s"] > 0
     assert not list(out.rglob("*.safetensors")), "weights stay in the work folder"

@@ -185,6 +185,12 @@ def test_constant_learning_rate_with_warm_up():
         [5e-7, 1e-6, 2e-6, 2e-6]
     )
     assert lr_at(0, peak_lr=1.0, warmup_steps=0) == 1.0
+    # Moments reset at optimiser step 10 (a slim resume): the rate warms up again from there.
+    assert [lr_at(k, peak_lr=1.0, warmup_steps=4, rewarm_from=10) for k in (10, 11, 13, 40)] == pytest.approx(
+        [0.25, 0.5, 1.0, 1.0]
+    )
+    assert lr_at(1, peak_lr=1.0, warmup_steps=4, rewarm_from=0) == pytest.approx(0.5 * 0.5)  # both ramps
+    assert lr_at(10, peak_lr=1.0, warmup_steps=0, rewarm_from=10) == 1.0
     model = tiny_model()
     trained = Learner(
         model,

@@ -343,7 +343,10 @@ def test_a_slim_checkpoint_resumes_with_bf16_weights_and_fresh_moments(tmp_path,
         "policy_factory": lambda r: RewritingPolicy(default_policy(r)),
         "evaluator_factory": lambda r: FakeEvaluator(verdict),
     }
-    first = tiny_config(loop={**shape, "stop_after_steps": 2}, rollout={"tasks_per_step": 1})
+    # W = ceil(0.5 x 3 steps x 2 gradient steps) = 3: the first launch's optimiser steps 0-3 ramp
+    # 1/3, 2/3, 1, 1; the resumed step's 4 and 5 ramp again, 1/3 and 2/3 of the peak.
+    optim = {"warmup_fraction": 0.5, "gradient_steps": 2}
+    first = tiny_config(loop={**shape, "stop_after_steps": 2}, rollout={"tasks_per_step": 1}, optim=optim)
     assert run(tmp_path, first, "run", **common).last_step == 2
     full = tmp_path / "run" / "checkpoints" / "step_000002"
     slim = slim_checkpoint(full, tmp_path / "slim" / "step_000002")
@@ -353,9 +356,13 @@ def test_a_slim_checkpoint_resumes_with_bf16_weights_and_fresh_moments(tmp_path,
     shutil.rmtree(full)
     shutil.copytree(slim, full)
     caplog.set_level("WARNING")
-    resumed = run(tmp_path, tiny_config(loop=shape, rollout={"tasks_per_step": 1}), "run", resume=True, **common)
+    again = tiny_config(loop=shape, rollout={"tasks_per_step": 1}, optim=optim)
+    resumed = run(tmp_path, again, "run", resume=True, **common)
     assert resumed.last_step == 3 and [row["step"] for row in resumed.history] == [3]
     assert "AdamW's moments start from zero" in caplog.text
+    assert resumed.history[0]["learn/lr"] == pytest.approx(2 / 3 * again.optim.lr)  # not the peak
+    state = torch.load(tmp_path / "run" / "checkpoints" / "step_000003" / "state.pt", weights_only=False)
+    assert state["learner"]["rewarm_from"] == 4 and state["learner"]["optimizer_steps"] == 6
     final = torch.load(tmp_path / "run" / "checkpoints" / "step_000003" / "model.pt", weights_only=True)
     assert all(v.dtype == torch.float32 for v in final.values() if v.is_floating_point())  # fp32 master again
 
