@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from kevin.evaluator import devlock
-from kevin.evaluator.worker.handle import RunnerFailed
-from kevin.evaluator.worker.harness import Harness
+from kevin.evaluator.worker.handle import CallTimedOut, RunnerFailed
+from kevin.evaluator.worker.harness import LOAD_WAIT_S, Harness
 from kevin.evaluator.worker.support import Failure
 
 
@@ -43,6 +43,21 @@ def timing_could_start(path: Path) -> bool:
 class Channel:
     def send(self, message: dict[str, Any]) -> None:
         pass
+
+
+@pytest.fixture(autouse=True)
+def torch_left_as_found():
+    """The runner's boot sets torch's process-wide state (no grad, one thread, no TF32) and the judge
+    seeds its RNG: here they run in the test process, which later tests share."""
+    import torch
+
+    grad, threads = torch.is_grad_enabled(), torch.get_num_threads()
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    with torch.random.fork_rng(devices=[]):
+        yield
+    torch.set_grad_enabled(grad)
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 @pytest.fixture
@@ -66,8 +81,11 @@ class LoadingRunner:
     def __init__(self, lock_path: Path, fail: bool = False) -> None:
         self.lock_path, self.fail, self.seen = lock_path, fail, []
 
-    def request(self, command: str, builds: Any = None, **fields: Any) -> dict[str, Any]:
+    def request(
+        self, command: str, builds: Any = None, deadline_s: float | None = None, **fields: Any
+    ) -> dict[str, Any]:
         assert command == "load"
+        assert deadline_s == LOAD_WAIT_S  # a hang at import holds the device this long at most
         self.seen.append(("import", timing_could_start(self.lock_path)))
         for name in ("ext_a", "ext_b"):
             builds({"name": name})
@@ -97,6 +115,26 @@ def test_the_candidates_load_holds_the_device_and_its_builds_do_not(lock_path):
     with pytest.raises(Failure):
         judge.load_candidate(failing)  # type: ignore[arg-type]
     assert timing_could_start(lock_path)  # let go on the failure too
+
+
+def test_an_import_that_hangs_holds_the_device_no_longer_than_the_load_wait(lock_path):
+    """A candidate whose import never ends: its runner is killed at LOAD_WAIT_S (a `timeout`), not at
+    the compile stage's 600 s, and the device is let go."""
+
+    class Hanging:
+        def request(self, command: str, **fields: Any) -> dict[str, Any]:
+            assert not timing_could_start(lock_path)
+            raise CallTimedOut(fields["deadline_s"])
+
+    judge = harness(lock_path)
+    with pytest.raises(Failure) as caught:
+        judge.load_candidate(Hanging())  # type: ignore[arg-type]
+    assert (
+        caught.value.fields["stage"] == "timeout"
+        and "import or model construction" in caught.value.fields["error"]
+    )
+    assert f"{LOAD_WAIT_S:g} s" in caught.value.fields["error"] and timing_could_start(lock_path)
+    assert LOAD_WAIT_S <= 60
 
 
 class BootingRunner:

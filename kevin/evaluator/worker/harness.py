@@ -23,7 +23,7 @@ from kevin.evaluator.compare import compare, summarize_trials
 from kevin.evaluator.confine import Channel
 from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
 from kevin.evaluator.worker.baseline import BaselineStage
-from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle
+from kevin.evaluator.worker.handle import CallTimedOut, RunnerFailed, RunnerHandle
 from kevin.evaluator.worker.reference import ReferenceStage
 from kevin.evaluator.worker.support import (
     DTYPES,
@@ -88,6 +88,13 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> Runn
         },
     )
     return runner
+
+
+LOAD_WAIT_S = 60.0
+"""The longest a candidate's `load` may run in its runner between two messages (its import and its
+model's construction, which hold the device shared: a hang there holds off every other worker's
+timing for this long, not for the compile stage's deadline). The builds it asks for do not count:
+the judge runs them between the runner's messages."""
 
 
 class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
@@ -335,12 +342,18 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             reply = runner.request(
                 "load",
                 builds=build,
+                deadline_s=LOAD_WAIT_S,
                 source=job["candidate_source"],
                 filename=job["candidate_filename"],
                 class_name="ModelNew",
             )
+        except CallTimedOut:
+            raise Failure(
+                "timeout",
+                f"the candidate's import or model construction ran past {LOAD_WAIT_S:g} s without a reply "
+                "(kevin's limit while it holds the device; builds it asks for do not count) and was killed",
+            ) from None
         except RunnerFailed as failed:
-            section.close()
             detail = "build" if failed.stage == "compile" and "Error building" in failed.error else "import"
             stage = failed.stage if failed.stage in ("compile", "runtime") else "compile"
             raise failed.failure(stage, detail=detail) from None
