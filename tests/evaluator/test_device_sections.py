@@ -278,3 +278,20 @@ def test_the_baselines_reference_weights_load_inside_the_lock(lock_path, monkeyp
         judge.time_reference(compiled=False)
     assert control.seen == [("load", False)]
     judge.lock.close()
+
+
+def test_a_worker_whose_job_is_already_there_leaves_the_device_boot_to_the_job(monkeypatch):
+    """A spare waits for its job anyway: it does its device boot in one shared section before. A
+    worker started for a job already written to it (no spare was ready) returns at once, so its
+    runners' start overlaps the job's setup; runner_ready then does their `context` under the lock."""
+    from kevin.evaluator.worker import __main__ as worker
+
+    sections: list[list[str]] = []
+    monkeypatch.setattr(worker, "launch_runner", lambda spec, path, traced=True: path.name)
+    monkeypatch.setattr(worker.devlock, "warm_meta", lambda: None)
+    monkeypatch.setattr(worker, "on_device", lambda spec, runners: sections.append(runners))
+    cuda = {"device": "cuda:0"}
+    assert worker.boot_up(cuda, job_waiting=lambda: True) == ("runner1", "runner2") and sections == []
+    assert worker.boot_up(cuda, job_waiting=lambda: False) == ("runner1", "runner2")
+    assert sections == [["runner1", "runner2"]]
+    assert worker.boot_up({"device": "cpu"}) == ("runner1", "runner2") and len(sections) == 1

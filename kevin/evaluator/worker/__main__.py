@@ -11,8 +11,10 @@ import contextlib
 import json
 import os
 import platform
+import select
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +51,17 @@ def start_broker(job: dict[str, Any]) -> Any:
     return broker
 
 
-def boot_up(spec: Any) -> tuple[RunnerHandle | None, RunnerHandle | None]:
+def boot_up(
+    spec: Any, job_waiting: Callable[[], bool] = lambda: False
+) -> tuple[RunnerHandle | None, RunnerHandle | None]:
     """Before the job (kevin.evaluator.spares): torch and the two runners (the candidate's, and the
     clean one that brackets its timing and times the baseline) started, then on the GPU back end
     the device work of all three (CUDA contexts, the runners' flush buffers, CUPTI) in one section
     that holds the device shared (`on_device`), so a boot never runs inside another worker's timing.
-    (None, None) without a boot spec, or when booting failed (the evaluation then starts its
-    runners itself and reports what goes wrong)."""
+    A worker whose job is already there when its runners have started (`job_waiting`: not a spare)
+    leaves that device work to the job, whose runner_ready does it under the lock the same way, so
+    the runners' start still overlaps the job's own setup. (None, None) without a boot spec, or when
+    booting failed (the evaluation then starts its runners itself and reports what goes wrong)."""
     if not isinstance(spec, dict):
         return None, None
     runner = control = None
@@ -70,7 +76,7 @@ def boot_up(spec: Any) -> tuple[RunnerHandle | None, RunnerHandle | None]:
     # setup pays it.
     with contextlib.suppress(Exception):
         devlock.warm_meta()
-    if str(spec["device"]).startswith("cuda"):
+    if str(spec["device"]).startswith("cuda") and not job_waiting():
         try:
             on_device(spec, [runner, control])
         except Exception as exc:  # noqa: BLE001 - as above
@@ -115,9 +121,10 @@ def main(argv: list[str]) -> int:
     confine.die_with_parent()
     confine.become_subreaper()
     spec = json.loads(os.environ.pop(BOOT_VARIABLE, "null") or "null")
-    runner, control = boot_up(spec)
+    job_fd = int(argv[1])
+    runner, control = boot_up(spec, job_waiting=lambda: bool(select.select([job_fd], [], [], 0)[0]))
     waiting = time.perf_counter()
-    job = read_job(int(argv[1]))
+    job = read_job(job_fd)
     job_wait_s = time.perf_counter() - waiting
     channel = Channel(int(argv[2]), job.pop("channel_token"))
     confine.hide_channel_argument(argv)
