@@ -164,6 +164,9 @@ def copy_record(result: dict[str, Any]) -> dict[str, Any]:
         "build_cache_hit": timing.get("build_cache_hit"),
         "seconds": {k: seconds[k] for k in ("wait_gpu", "timing", "baseline", "total") if k in seconds},
         "error": (result.get("error") or "")[:300],
+        # Which check refused a copy that is not `correct` (s24's CI: one flagged copy on 2 busy cores
+        # whose report could not say which flag).
+        "flags": list(result.get("flags") or []),
     }
 
 

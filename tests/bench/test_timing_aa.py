@@ -216,6 +216,7 @@ def test_cpp_run_end_to_end(tmp_path):
     (busy,) = report["passes"]
     assert list(busy["kernels"]) == ["B_01", "B_02", "B_04", "B_11"]
     for kernel, stats in busy["kernels"].items():
+        assert all(isinstance(c["flags"], list) for c in stats["copies"])  # a refused copy says why
         assert (stats["n"], stats["failed"]) == (2, []), (kernel, stats["copies"])
         assert stats["baselines_timed"] >= 1  # the pass's cache starts empty
         assert all(c["speedup"] > 0 and c["timing_n"] > 0 for c in stats["copies"])
