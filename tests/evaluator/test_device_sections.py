@@ -65,14 +65,21 @@ def lock_path(tmp_path):
     return devlock.ensure_files(tmp_path / "kevin-cuda0.lock", 2)
 
 
-def harness(lock_path: Path, broker: Any = None) -> Harness:
+def harness(lock_path: Path, broker: Any = None, monkeypatch: Any = None) -> Harness:
     job = {
         "device": "cpu", "precision": "fp32", "seed": 1, "weight_seed": 1, "device_lock": str(lock_path),
         "device_slots": 2, "candidate_source": "", "candidate_filename": "candidate.py",
         "problem_source": "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
         "def get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n",
     }  # fmt: skip
-    return Harness(job, Channel(), broker)
+    judge = Harness(job, Channel(), broker)
+    if monkeypatch is not None:  # the GPU back end's paths, with the CUDA calls stood in for
+        import torch
+
+        judge.is_cuda = True
+        monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    return judge
 
 
 class LoadingRunner:
@@ -95,7 +102,7 @@ class LoadingRunner:
         return {"ok": True, "builds": []}
 
 
-def test_the_candidates_load_holds_the_device_and_its_builds_do_not(lock_path):
+def test_the_candidates_load_holds_the_device_and_its_builds_do_not(lock_path, monkeypatch):
     seen_in_builds: list[tuple[str, bool]] = []
 
     class Broker:
@@ -103,7 +110,7 @@ def test_the_candidates_load_holds_the_device_and_its_builds_do_not(lock_path):
             seen_in_builds.append((arguments["name"], timing_could_start(lock_path)))
             return types.SimpleNamespace(to_dict=lambda: {"ok": True})
 
-    judge = harness(lock_path, Broker())
+    judge = harness(lock_path, Broker(), monkeypatch)
     runner = LoadingRunner(lock_path)
     judge.load_candidate(runner)  # type: ignore[arg-type]
     assert runner.seen == [("import", False), ("after ext_a", False), ("after ext_b", False)]
@@ -117,7 +124,7 @@ def test_the_candidates_load_holds_the_device_and_its_builds_do_not(lock_path):
     assert timing_could_start(lock_path)  # let go on the failure too
 
 
-def test_an_import_that_hangs_holds_the_device_no_longer_than_the_load_wait(lock_path):
+def test_an_import_that_hangs_holds_the_device_no_longer_than_the_load_wait(lock_path, monkeypatch):
     """A candidate whose import never ends: its runner is killed at LOAD_WAIT_S (a `timeout`), not at
     the compile stage's 600 s, and the device is let go."""
 
@@ -126,7 +133,7 @@ def test_an_import_that_hangs_holds_the_device_no_longer_than_the_load_wait(lock
             assert not timing_could_start(lock_path)
             raise CallTimedOut(fields["deadline_s"])
 
-    judge = harness(lock_path)
+    judge = harness(lock_path, monkeypatch=monkeypatch)
     with pytest.raises(Failure) as caught:
         judge.load_candidate(Hanging())  # type: ignore[arg-type]
     assert (
@@ -165,9 +172,8 @@ class BootingRunner:
         return 0
 
 
-def test_a_runner_made_ready_by_the_judge_gets_its_device_inside_the_lock(lock_path):
-    judge = harness(lock_path)
-    judge.is_cuda = True
+def test_a_runner_made_ready_by_the_judge_gets_its_device_inside_the_lock(lock_path, monkeypatch):
+    judge = harness(lock_path, monkeypatch=monkeypatch)
     runner = BootingRunner(lock_path)
     judge.runner_ready(runner)  # type: ignore[arg-type]
     assert runner.seen == [("boot", True), ("context", False), ("setup", True)]
@@ -186,7 +192,7 @@ def test_the_judges_reference_weights_go_to_the_device_inside_the_lock(lock_path
     monkeypatch.setattr(
         harness_module, "cast_floating", lambda m, d: seen.append(timing_could_start(lock_path)) or real(m, d)
     )
-    judge = harness(lock_path)
+    judge = harness(lock_path, monkeypatch=monkeypatch)
     judge.load_reference()
     assert seen == [False] and timing_could_start(lock_path)
 
@@ -265,7 +271,7 @@ def test_the_baselines_reference_weights_load_inside_the_lock(lock_path, monkeyp
             self.seen.append((command, timing_could_start(self.lock_path)))
             return {"ok": True}
 
-    judge = harness(lock_path)
+    judge = harness(lock_path, monkeypatch=monkeypatch)
     judge.lock = devlock.DeviceLock(lock_path, 2)  # admitted
     judge.control = control = Control(lock_path)  # type: ignore[assignment]
     judge.overhead = {"output_bytes": 16}
@@ -295,3 +301,17 @@ def test_a_worker_whose_job_is_already_there_leaves_the_device_boot_to_the_job(m
     assert worker.boot_up(cuda, job_waiting=lambda: False) == ("runner1", "runner2")
     assert sections == [["runner1", "runner2"]]
     assert worker.boot_up({"device": "cpu"}) == ("runner1", "runner2") and len(sections) == 1
+
+
+def test_on_the_cpu_back_end_a_load_takes_no_lock(lock_path):
+    """The host is not a device: an import there is host work, like the builds no lock keeps from a
+    timing; holding the host's lock would only move those builds later in the batch (s24's CI)."""
+
+    class Broker:
+        def build(self, arguments: dict[str, Any]) -> Any:
+            return types.SimpleNamespace(to_dict=lambda: {"ok": True})
+
+    judge = harness(lock_path, Broker())
+    runner = LoadingRunner(lock_path)
+    judge.load_candidate(runner)  # type: ignore[arg-type]
+    assert runner.seen == [("import", True), ("after ext_a", True), ("after ext_b", True)]

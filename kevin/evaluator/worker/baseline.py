@@ -12,6 +12,7 @@ Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,13 @@ class BaselineStage:
         )
         try:
             try:
-                with self.device_section("baseline", exclusive=False):  # the weights' copy: device work
+                # The weights' copy is device work on a GPU back end (host work on the CPU one).
+                section = (
+                    self.device_section("baseline", exclusive=False)
+                    if self.is_cuda
+                    else contextlib.nullcontext()
+                )
+                with section:
                     runner.request(
                         "load",
                         source=self.job["problem_source"],

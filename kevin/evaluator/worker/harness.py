@@ -301,7 +301,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             model = problem.Model(*self.init_inputs)
             # This process's CUDA context (a worker that did not boot ahead) and the weights' copy
             # are device work: beside other workers' shared work, never inside a timing.
-            with self.shared_device(self.stage_name):
+            with self.shared_device(self.stage_name) if self.is_cuda else contextlib.nullcontext():
                 if self.is_cuda:
                     torch.cuda.set_device(self.device)
                 self.model = cast_floating(model.to(self.device), self.dtype)
@@ -333,12 +333,16 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             try:
                 return self.broker.build(arguments).to_dict()
             finally:  # no stage event: the compile stage's one deadline covers the whole load
-                held = self.device_lock()
+                held = self.device_lock() if self.is_cuda else None
                 if held is not None:
                     section.enter_context(held.shared())
 
         try:
-            section.enter_context(self.shared_device("compile"))
+            # GPU back ends only: on the CPU back end an import is host work like a build's, which no
+            # lock keeps from a timing (the CPU timing's protection is nice values), and holding the
+            # host's lock there only moves the builds it starts later in the batch.
+            if self.is_cuda:
+                section.enter_context(self.shared_device("compile"))
             reply = runner.request(
                 "load",
                 builds=build,
