@@ -17,10 +17,11 @@ sections cannot starve the timer. Admission has its own turnstile (path.admit), 
 slots are being collected, so a heavy job waiting for every slot is not overtaken by light ones
 and never holds anything a slot holder waits for.
 
-Every piece of kevin's own device work holds the lock at least shared: besides the three above, a
-spare's boot (CUDA contexts, the runners' flush buffers, CUPTI's start: worker.__main__.on_device,
-the runner's `context`), the judge's reference weights, and the candidate's `load` (its import and
-its model's construction; the builds it asks for are served with the lock let go). Not covered:
+On GPU back ends every piece of kevin's own device work holds the lock at least shared: besides the
+three above, a spare's boot (CUDA contexts, the runners' flush buffers, CUPTI's start:
+worker.__main__.on_device, the runner's `context`), the judge's reference weights, and the
+candidate's `load` (its import and its model's construction; the builds it asks for are served
+with the lock let go). On the CPU back end those are host work, which no lock keeps from a timing. Not covered:
 work a candidate launches on the device and leaves running past its section (kernels are
 asynchronous; its runner's own synchronize is code the candidate can replace).
 
