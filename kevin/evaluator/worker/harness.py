@@ -36,6 +36,17 @@ from kevin.evaluator.worker.support import (
 from kevin.evaluator.worker.timed import TimingStage
 from kevin.evaluator.worker.trials import TrialsStage
 
+RUNNER_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824"
+"""The runners' heap policy, fixed (glibc tunables, read at their start). glibc's defaults adapt to
+what a process has freed so far: an output of a megabyte could come from the heap and stay, or be
+handed back to the kernel at every free and page-faulted in again at the next call (a quarter of a
+millisecond per megabyte), by the chance of the heap's layout in that process. A 1 MB relu timed
+at 0.10 ms in one runner and 0.43 ms in the next (session 25, CPU back end: the reference's
+baseline fell in the slow mode in about half the runners, so speedups moved 4x between
+evaluations). With the policy fixed, blocks up to 32 MiB (glibc's ceiling for the threshold) come
+from the heap, and freed memory is kept for reuse up to a gigabyte: a call pays for its memory's
+first touch once, as in a serving process that has run for a while, and the same in every runner."""
+
 
 def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> RunnerHandle:
     """Start a runner in `home` (created), confined before it starts, and send it `boot` for the
@@ -55,7 +66,12 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> Runn
     # warms the profiler and traces the candidate before its timing, and the control runner that
     # brackets it and times the baseline never profiles, so the residue would count against the
     # candidate alone (a suspect for s22's slower fetches from candidates' runners).
-    env = dict(os.environ, KEVIN_MAX_FILE_BYTES=str(spec["max_file_bytes"]), TEARDOWN_CUPTI="1")
+    env = dict(
+        os.environ,
+        KEVIN_MAX_FILE_BYTES=str(spec["max_file_bytes"]),
+        TEARDOWN_CUPTI="1",
+        GLIBC_TUNABLES=RUNNER_MALLOC,
+    )
     env.pop(BOOT_VARIABLE, None)
     env.update({name: str(path) for name, path in caches.items()})
     cache = Path(spec["build_cache"])
