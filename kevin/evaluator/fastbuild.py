@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kevin.evaluator import cores
 from kevin.evaluator.bindings import (  # noqa: F401 - re-exported: the fast path's public names
     MAX_ARGS,
     NotEligible,
@@ -417,13 +418,15 @@ def environment(overrides: dict[str, str] | None) -> Iterator[None]:
 BUILD_NICENESS = 10
 """Compilers run this much nicer than the judges and runners: on a host that builds while it times
 (a batch's compiles beside another evaluation's timed cycles), a build then takes the cores the
-clocked processes leave, instead of delaying their signalling by whole time slices."""
+clocked processes leave, instead of delaying their signalling by whole time slices. Both the
+process and its session (a build's own) get it: between sessions the kernel weighs autogroups,
+not processes (kevin.evaluator.cores.nicer_session)."""
 
 
 def run_killable(
     command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None
 ) -> tuple[int, str]:
-    """Run a build command in its own process group, at BUILD_NICENESS; on timeout kill the group.
+    """Run a build command in a session of its own, at BUILD_NICENESS; on timeout kill its group.
     (returncode, output)"""
     niced = shutil.which("nice")
     process = subprocess.Popen(
@@ -435,6 +438,7 @@ def run_killable(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    cores.nicer_session(process.pid, BUILD_NICENESS)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -127,6 +127,20 @@ def _fresh_proc() -> str:
     return "fresh" + (f" ({'; '.join(failed)})" if failed else "")
 
 
+def _has_terminal() -> bool:
+    """Whether this process has a controlling terminal (only then does T need a session of its own
+    to be rid of it). A spawner without one (a worker: started in a session of its own) keeps T in
+    its session, so T shares its scheduler autogroup: a spare's runners then boot at the weight the
+    spare was given (kevin.evaluator.sandbox.SPARE_NICENESS), not as sessions of their own at full
+    weight beside a timing."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
 def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool) -> tuple[int, list[str]]:
     """Fork T (lock applied, then execvp). Returns its pid and its report lines: `lock JSON` when a
     policy was applied, then `exec ERRNO` or `error TEXT` when it never ran ARGV."""
@@ -139,7 +153,8 @@ def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool)
                 signal.signal(number, signal.SIG_DFL)
             if tie_to_parent:
                 _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            os.setsid()  # no controlling terminal: nothing to type into, no terminal's signals
+            if _has_terminal():
+                os.setsid()  # no controlling terminal: nothing to type into, no terminal's signals
             if lock_fd >= 0:
                 policy = _read_all(lock_fd)
                 os.close(lock_fd)

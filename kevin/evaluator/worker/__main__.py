@@ -148,6 +148,8 @@ def main(argv: list[str]) -> int:
             "control_booted": control is not None,
             "job_wait_s": round(job_wait_s, 3),
         }
+        if "spare_weight" in job:  # booted at a spare's niceness (CPU back end), put back for the job
+            harness.checks["worker_boot"]["weight_restored"] = job["spare_weight"]
         harness.checks["cores"] = cores.current().summary()
         result = harness.run()
     except Failure as failure:
