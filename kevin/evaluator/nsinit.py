@@ -130,9 +130,9 @@ def _fresh_proc() -> str:
 def _has_terminal() -> bool:
     """Whether this process has a controlling terminal (only then does T need a session of its own
     to be rid of it). A spawner without one (a worker: started in a session of its own) keeps T in
-    its session, so T shares its scheduler autogroup: a spare's runners then boot at the weight the
-    spare was given (kevin.evaluator.sandbox.SPARE_NICENESS), not as sessions of their own at full
-    weight beside a timing."""
+    its session, in a process group of its own, so T shares its scheduler autogroup: a spare's
+    runners then boot at the weight the spare was given (kevin.evaluator.sandbox.SPARE_NICENESS),
+    not as sessions of their own at full weight beside a timing."""
     try:
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError:
@@ -153,8 +153,11 @@ def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool)
                 signal.signal(number, signal.SIG_DFL)
             if tie_to_parent:
                 _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            # A group of its own either way: kill(0) reaches only T and what T started.
             if _has_terminal():
                 os.setsid()  # no controlling terminal: nothing to type into, no terminal's signals
+            else:
+                os.setpgid(0, 0)
             if lock_fd >= 0:
                 policy = _read_all(lock_fd)
                 os.close(lock_fd)

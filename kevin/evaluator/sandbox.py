@@ -396,7 +396,7 @@ def _pids() -> list[int]:
 
 def _session_rss_bytes(session: int) -> int:
     """Resident memory of the worker's session and of every process below the worker (its runners
-    live in sessions and PID namespaces of their own, but stay below it in the process tree)."""
+    live in PID namespaces of their own, but stay below it in the process tree)."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     below = set(descendants(session))

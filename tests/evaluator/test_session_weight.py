@@ -11,6 +11,7 @@ beside them; with both at a tenth of the weight, in 0 of 6.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -103,6 +104,8 @@ def test_a_spare_on_the_cpu_back_end_boots_at_the_spare_niceness_with_its_runner
             ]
         assert len(runners) == 2, "the spare did not launch its runners"
         assert [autogroup_nice(pid) for pid in runners] == [SPARE_NICENESS] * 2
+        for pid in runners:  # the worker's session (its autogroup), a process group of their own
+            assert os.getsid(pid) == worker.process.pid and os.getpgid(pid) == pid
     finally:
         worker.discard()
 
