@@ -119,3 +119,28 @@ def test_a_spare_on_the_cpu_back_end_boots_at_the_spare_niceness_with_its_runner
         assert not gpu.niced and autogroup_nice(gpu.process.pid) == 0
     finally:
         gpu.discard()
+
+
+def test_a_confined_process_signals_only_its_own_process_group():
+    """A runner stays in its spawner's session where there is no terminal (for the weight above), so
+    it must still lead a process group of its own: kill(0) from candidate code then reaches only its
+    own runner, never the judge that spawned it nor the other runner. The spawner here is a process
+    in a session of its own (no terminal, as a worker), so a regression signals it, not pytest."""
+    import subprocess
+    import sys
+
+    spawner = (
+        "import signal, subprocess, sys, time\n"
+        "from kevin.evaluator import spawn\n"
+        "caught = []\n"
+        "signal.signal(signal.SIGUSR1, lambda number, frame: caught.append(number))\n"
+        "code = 'import os, signal; signal.signal(signal.SIGUSR1, signal.SIG_IGN); os.kill(0, signal.SIGUSR1)'\n"
+        "process = spawn.spawn_confined([sys.executable, '-c', code], stdout=subprocess.PIPE)\n"
+        "print('target', process.wait(30), flush=True)\n"
+        "time.sleep(0.2)\n"
+        "print('caught', len(caught), flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", spawner], capture_output=True, text=True, timeout=60, start_new_session=True
+    )
+    assert done.stdout.split() == ["target", "0", "caught", "0"], (done.returncode, done.stdout, done.stderr)
