@@ -81,6 +81,21 @@ def stage_time(seconds: dict[str, float], stage: str) -> float | None:
     return seconds["total"] - sum(t for name, t in seconds.items() if name not in ("total", "build"))
 
 
+TIMED = (("candidates", "timing"), ("baselines", "baseline_timing"))
+
+
+def blocks_inflated(stats: Any) -> bool:
+    """A recorded timing whose median block stands over 1.5x its median cycle (and 0.05 ms above it:
+    kevin.evaluator.timing.blocks_inflated, dispersed since session 25): frequent slow calls. On the
+    committed H200 runs (s20-s23, 890 timings each side): median ratio 1.003, p90 1.016; over the
+    rule 24 candidates and 11 baselines, s22's 13-20x (the trainer outside the lock) and s23's
+    1.8-2.7x (two spinners on one core)."""
+    if not isinstance(stats, dict) or not stats.get("wall_median_ms") or stats.get("median_ms") is None:
+        return False
+    blocks = stats["median_ms"] + stats.get("overhead_ms", 0.0)
+    return blocks > 1.5 * stats["wall_median_ms"] and blocks - stats["wall_median_ms"] > 0.05
+
+
 def on_grid(value: float) -> bool:
     return any(abs(value - mark) <= GRID_TOLERANCE_MS for mark in GRID_MS)
 
@@ -119,6 +134,7 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     # 1.2 s): the verdicts that reached the timing stage, and those that needed more than one attempt.
     timed = [v for v in verdicts if "timing" in (v.get("stage_seconds") or {})]
     retried = sum(1 for v in timed if ((v.get("checks") or {}).get("timing_attempts") or {}).get("candidate"))
+    inflated = {who: sum(1 for v in verdicts if blocks_inflated(v.get(key))) for who, key in TIMED}
     return {
         "verdicts": len(verdicts),
         "outcomes": dict(outcomes.most_common()),
@@ -129,6 +145,7 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         "timing_cores": dict(cores.most_common()),
         "timed_at_zero": {"candidates": zero, "baselines": zero_baselines},
         "timings_retried": {"retried": retried, "timed": len(timed)},
+        "blocks_inflated": inflated,
     }
 
 
@@ -159,6 +176,11 @@ def report(summary: dict[str, Any]) -> str:
     lines.append(f"timed at 0 (1e-6 ms): {zero['candidates']} candidates, {zero['baselines']} baselines")
     retried = summary["timings_retried"]
     lines.append(f"candidate timings retried (dispersed): {retried['retried']} of {retried['timed']}")
+    inflated = summary["blocks_inflated"]
+    lines.append(
+        f"blocks inflated by frequent slow calls: {inflated['candidates']} candidates, "
+        f"{inflated['baselines']} baselines"
+    )
     return "\n".join(lines)
 
 

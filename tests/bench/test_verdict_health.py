@@ -42,13 +42,15 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
         timing={"median_ms": 1e-6, "wall_median_ms": 0.54},
     )
     contaminated_baseline = verdict(baseline_timing={"median_ms": 7.72, "wall_median_ms": 7.98})
+    # s22: a baseline whose median call was 0.46 ms and median block 8.0 ms (a slice in most blocks)
+    inflated_baseline = verdict(baseline_timing={"median_ms": 7.98, "overhead_ms": 0.02, "wall_median_ms": 0.464})
     failed = verdict(
         stage="runtime",
         blame="infrastructure",
         error="the cycle overhead around the baseline's timing stayed dispersed over 3 attempts (median 4.2 ms)",
         timing=None,
     )
-    write(rl / "episodes.jsonl.gz", [verdict(), s22, contaminated_baseline, failed], compress=True)
+    write(rl / "episodes.jsonl.gz", [verdict(), s22, contaminated_baseline, failed, inflated_baseline], compress=True)
     pinned = verdict(
         checks={"timing_cores": {"judge": 15, "runners": 14}, "timing_attempts": {"candidate": [9.1, 0.4]}}
     )
@@ -56,22 +58,24 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
     write(rl / "heldout.jsonl", [pinned, kept, verdict(checks={"timing_cores": "unpinned (EPERM)"})])
     assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
     summary = json.loads((tmp_path / "h.json").read_text())
-    assert summary["verdicts"] == 7
-    assert summary["outcomes"] == {"ok / none": 6, "runtime / infrastructure": 1}
+    assert summary["verdicts"] == 8
+    assert summary["outcomes"] == {"ok / none": 7, "runtime / infrastructure": 1}
     assert summary["flags"] == {"impossible_speedup": 1}
     assert summary["grid_figures"] == {"bracket (candidate)": 1, "clean (candidate)": 1, "baseline cycles": 1}
     assert summary["timed_at_zero"] == {"candidates": 1, "baselines": 0}
     assert summary["timing_cores"] == {"pinned": 1, "pinned, kept": 1, "unpinned (EPERM)": 1}
-    assert summary["timings_retried"] == {"retried": 1, "timed": 7}
+    assert summary["timings_retried"] == {"retried": 1, "timed": 8}
+    assert summary["blocks_inflated"] == {"candidates": 0, "baselines": 1}
     assert summary["infrastructure"] == {
         "the cycle overhead around the baseline's timing stayed dispersed over 3 attempts": 1
     }
-    assert summary["stage_seconds"]["total"] == {"n": 7, "median": 20.0, "p90": 20.0, "max": 20.0}
+    assert summary["stage_seconds"]["total"] == {"n": 8, "median": 20.0, "p90": 20.0, "max": 20.0}
     # Time in no stage the worker named (a spare still booting when its job came).
-    assert summary["stage_seconds"]["unstaged"] == {"n": 7, "median": 19.0, "p90": 19.0, "max": 19.0}
+    assert summary["stage_seconds"]["unstaged"] == {"n": 8, "median": 19.0, "p90": 19.0, "max": 19.0}
     printed = capsys.readouterr().out
     assert "bracket (candidate) 1" in printed and "timed at 0 (1e-6 ms): 1 candidates" in printed
-    assert "candidate timings retried (dispersed): 1 of 7" in printed
+    assert "candidate timings retried (dispersed): 1 of 8" in printed
+    assert "blocks inflated by frequent slow calls: 0 candidates, 1 baselines" in printed
 
 
 def test_a_directory_without_episodes_is_a_usage_error(tmp_path, capsys):
