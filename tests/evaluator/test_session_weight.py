@@ -144,3 +144,31 @@ def test_a_confined_process_signals_only_its_own_process_group():
         [sys.executable, "-c", spawner], capture_output=True, text=True, timeout=60, start_new_session=True
     )
     assert done.stdout.split() == ["target", "0", "caught", "0"], (done.returncode, done.stdout, done.stderr)
+
+
+def test_a_locked_down_runner_cannot_reweigh_the_session_it_shares_with_its_judge(tmp_path):
+    """Sharing the worker's session means sharing its autogroup: a candidate that could write
+    /proc/self/autogroup would lower the weight of its judge and of the control runner that times
+    the baseline (an inflated baseline, a larger speedup). The runner's lock-down denies the write.
+    Run from a session of its own, so that a regression reweighs only that session."""
+    import subprocess
+    import sys
+
+    job = tmp_path / "job"
+    job.mkdir()
+    attack = tmp_path / "attack.py"
+    attack.write_text('open("/proc/self/autogroup", "w").write("19")\n')
+    spawner = tmp_path / "spawner.py"
+    spawner.write_text(
+        "import subprocess, sys\n"
+        "from kevin.evaluator import confine, spawn\n"
+        f"lock = confine.LockDown(job_dir={str(job)!r}, readable=({str(tmp_path)!r},))\n"
+        f"process = spawn.spawn_confined([sys.executable, {str(attack)!r}], stderr=subprocess.PIPE, lock=lock)\n"
+        "error = process.stderr.read().decode()\n"
+        "nice = open('/proc/self/autogroup').read().split()[-1]\n"
+        "print(process.wait(30), 'PermissionError' in error, nice)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(spawner)], capture_output=True, text=True, timeout=60, start_new_session=True
+    )
+    assert done.stdout.split() == ["1", "True", "0"], (done.stdout, done.stderr)
