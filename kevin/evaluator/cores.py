@@ -144,6 +144,15 @@ AUTOGROUP_WAIT_S = 0.5
 change per 0.1 s, host-wide: a batch starting 16 builds at once waits its turn)."""
 
 
+def session_niceness(pid: int) -> int | None:
+    """The niceness of the autogroup of `pid`'s session; None without autogroups."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as handle:
+            return int(handle.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def nicer_session(pid: int, niceness: int) -> str:
     """Give the session led by `pid` (started with a session of its own) the scheduler weight of
     `niceness`, and say how that went: "set", "unchanged (...)".

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kevin.evaluator import timing
+from kevin.evaluator import cores, timing
 from kevin.evaluator.worker.baseline import BaselineStage
 from kevin.evaluator.worker.handle import CycleRecord
 from kevin.evaluator.worker.support import Failure
@@ -49,11 +49,13 @@ class ScriptedRunner:
         """When set, all cycles but every n-th lose 8 ms to a busy host (0: none)."""
         self.asked: list[bool] = []
         self.niceness: list[int] = []
+        self.session: list[int | None] = []
         self.process = types.SimpleNamespace(pid=os.getpid())  # its priority is the test's own
 
     def run_cycles(self, *, model: bool, fetch: Any, max_reps: int, min_reps: int, **_: Any) -> CycleRecord:
         self.asked.append(model)
         self.niceness.append(os.getpriority(os.PRIO_PROCESS, 0))
+        self.session.append(cores.session_niceness(os.getpid()))
         jitter = random.Random(len(self.asked))
         record = CycleRecord(settled=True)
         reps = max(min_reps, min(max_reps, 200))
@@ -170,6 +172,21 @@ def test_the_clocked_processes_time_at_a_raised_priority_and_get_theirs_back():
         assert candidate.niceness == [TIMING_NICENESS] and control.niceness == [TIMING_NICENESS] * 2
     else:
         assert judge.checks["timing_priority"].startswith("unchanged")
+
+
+def test_the_judges_session_times_at_the_raised_priority_too_and_gets_its_own_back():
+    """Between sessions the kernel weighs autogroups (kevin.evaluator.cores.nicer_session): the
+    clocked processes' own niceness alone did not lift them over another session's work."""
+    before = cores.session_niceness(os.getpid())
+    if before is None:
+        pytest.skip("a kernel without scheduler autogroups")
+    judge, candidate, control = Judge(), quiet_candidate(), quiet_control()
+    judge.time_steadily(candidate, busy_calibration(), control=control)
+    assert cores.session_niceness(os.getpid()) == before
+    if judge.checks.get("timing_session") == "set":  # allowed here (CAP_SYS_NICE)
+        assert candidate.session == [TIMING_NICENESS] and control.session == [TIMING_NICENESS] * 2
+    else:
+        assert judge.checks["timing_session"].startswith("unchanged") and candidate.session == [before]
 
 
 class SeatedRunner(ScriptedRunner):

@@ -378,14 +378,16 @@ def overhead_from(records: list[Any], nbytes: int) -> dict[str, Any]:
 
 TIMING_NICENESS = -5
 """The judge's and its runners' clocked threads while they time: above the builds (nice 10) and
-everything else at 0, so a busy host delays their signalling by less than a time slice."""
+everything else at 0, so a busy host delays their signalling by less than a time slice. Between
+sessions the kernel weighs autogroups, not processes, so the judge's session (its runners share it)
+gets the same niceness for the timing (kevin.evaluator.cores.nicer_session)."""
 
 
 @contextmanager
 def raised_priority(pids: list[int], checks: dict[str, Any]) -> Iterator[None]:
-    """Run the block with the main threads of `pids` (0: this one) at TIMING_NICENESS, then put
-    them back. Raising a priority needs CAP_SYS_NICE; without it the timing runs as it is and the
-    check says so."""
+    """Run the block with the main threads of `pids` (0: this one), and this process's session, at
+    TIMING_NICENESS, then put them back. Raising a priority needs CAP_SYS_NICE; without it the
+    timing runs as it is and the checks say so (`timing_priority`, `timing_session`)."""
     before: dict[int, int] = {}
     try:
         for pid in pids:
@@ -396,12 +398,19 @@ def raised_priority(pids: list[int], checks: dict[str, Any]) -> Iterator[None]:
         checks["timing_priority"] = TIMING_NICENESS
     except OSError as exc:
         checks["timing_priority"] = f"unchanged ({exc.strerror})"
+    session = cores.session_niceness(os.getpid())
+    raised = session is not None and session > TIMING_NICENESS
+    if raised:
+        checks["timing_session"] = outcome = cores.nicer_session(os.getpid(), TIMING_NICENESS)
+        raised = outcome == "set"
     try:
         yield
     finally:
         for pid, previous in before.items():
             with contextlib.suppress(OSError):  # a runner that has died
                 os.setpriority(os.PRIO_PROCESS, pid, previous)
+        if raised:
+            cores.nicer_session(os.getpid(), session)
 
 
 def timing_cores(ordinal: int) -> tuple[int, int] | None:
