@@ -154,8 +154,9 @@ def session_niceness(pid: int) -> int | None:
 
 
 def nicer_session(pid: int, niceness: int) -> str:
-    """Give the session led by `pid` (started with a session of its own) the scheduler weight of
-    `niceness`, and say how that went: "set", "unchanged (...)".
+    """Give the autogroup of `pid`'s session (every process of that session) the scheduler weight of
+    `niceness`, and say how that went: "set", "unchanged (...)". Lowering a weight is anyone's to
+    do; raising it above nice 0 needs CAP_SYS_NICE.
 
     A process's nice value only weighs against the other processes of its session's autogroup when
     the kernel groups sessions (`/proc/sys/kernel/sched_autogroup_enabled`, on in most distributions
