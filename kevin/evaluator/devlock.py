@@ -21,9 +21,10 @@ On GPU back ends every piece of kevin's own device work holds the lock at least 
 three above, a spare's boot (CUDA contexts, the runners' flush buffers, CUPTI's start:
 worker.__main__.on_device, the runner's `context`), the judge's reference weights, and the
 candidate's `load` (its import and its model's construction; the builds it asks for are served
-with the lock let go). On the CPU back end those are host work, which no lock keeps from a timing. Not covered:
-work a candidate launches on the device and leaves running past its section (kernels are
-asynchronous; its runner's own synchronize is code the candidate can replace).
+with the lock let go). On the CPU back end those are host work, which no lock keeps from a timing
+(worker.harness.Harness.device_work). Not covered: work a candidate launches on the device and
+leaves running past its section (kernels are asynchronous; its runner's own synchronize is code the
+candidate can replace).
 
 Locks die with their process (the kernel drops a dead process's `flock`s), so a crashed or killed
 worker frees the device at once. With `slots=1` this is the old single lock: one worker on the

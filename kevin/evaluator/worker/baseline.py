@@ -12,7 +12,6 @@ Mixed into `Harness`; `self` is the harness (kevin.evaluator.worker.harness).
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -134,12 +133,7 @@ class BaselineStage:
         try:
             try:
                 # The weights' copy is device work on a GPU back end (host work on the CPU one).
-                section = (
-                    self.device_section("baseline", exclusive=False)
-                    if self.is_cuda
-                    else contextlib.nullcontext()
-                )
-                with section:
+                with self.device_work(self.device_section("baseline", exclusive=False)):
                     runner.request(
                         "load",
                         source=self.job["problem_source"],

@@ -317,7 +317,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             model = problem.Model(*self.init_inputs)
             # This process's CUDA context (a worker that did not boot ahead) and the weights' copy
             # are device work: beside other workers' shared work, never inside a timing.
-            with self.shared_device(self.stage_name) if self.is_cuda else contextlib.nullcontext():
+            with self.device_work(self.shared_device(self.stage_name)):
                 if self.is_cuda:
                     torch.cuda.set_device(self.device)
                 self.model = cast_floating(model.to(self.device), self.dtype)
@@ -354,11 +354,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
                     section.enter_context(held.shared())
 
         try:
-            # GPU back ends only: on the CPU back end an import is host work like a build's, which no
-            # lock keeps from a timing (the CPU timing's protection is nice values), and holding the
-            # host's lock there only moves the builds it starts later in the batch.
-            if self.is_cuda:
-                section.enter_context(self.shared_device("compile"))
+            section.enter_context(self.device_work(self.shared_device("compile")))
             reply = runner.request(
                 "load",
                 builds=build,
@@ -416,6 +412,15 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             self.stage(stage)
             yield
             self.sync()
+
+    def device_work(
+        self, section: contextlib.AbstractContextManager[Any]
+    ) -> contextlib.AbstractContextManager[Any]:
+        """`section` (a device-lock section) for kevin's own device work on a GPU back end; on the CPU
+        back end that work is host work, which no lock keeps from a timing (its weight does: the
+        sessions' niceness), and holding the host's lock there only moved the builds a load starts
+        later in the batch."""
+        return section if self.is_cuda else contextlib.nullcontext()
 
     @contextmanager
     def shared_device(self, stage: str) -> Iterator[None]:
