@@ -46,6 +46,20 @@ def test_a_build_runs_in_a_session_of_its_own_at_the_build_niceness(tmp_path):
     assert Path("/proc/self/autogroup").read_text() == own  # the caller's own session is left as it was
 
 
+@needs_autogroups
+def test_where_cores_are_kept_for_timing_a_build_keeps_its_sessions_weight(tmp_path, monkeypatch):
+    """No build can run on a kept timing core: lowering its session's weight there only starved it
+    against spares booting for later jobs (session 26 on the H200: 14.5 s a build against 4.7)."""
+    monkeypatch.setattr(cores, "_START", cores.plan(range(8), 1))
+    assert cores.current().kept
+    own = Path("/proc/self/autogroup").read_text()
+    returncode, output = run_killable(["cat", "/proc/self/autogroup"], tmp_path, 30)
+    assert returncode == 0 and output.split()[-1] == "0", output
+    assert output.split()[0] != own.split()[0] if own.split() else True  # still a session of its own
+    returncode, output = run_killable(["sh", "-c", "nice"], tmp_path, 30)
+    assert returncode == 0 and output.strip() == str(BUILD_NICENESS), output  # the process stays nicer
+
+
 def test_a_change_the_kernel_defers_is_tried_again_then_given_up(monkeypatch):
     """Unprivileged, the kernel takes one autogroup change per 0.1 s host-wide (EAGAIN otherwise)."""
     writes: list[str] = []
