@@ -19,9 +19,12 @@ For each evaluation step against the base step (default the first):
 
 A rise is beyond chance when the interval of the speedup difference lies above 0, or p < 0.05 with
 more gained than lost (a fall: the mirror). Correctness and speedup are those of kevin.rl.metrics (a trajectory's best passed
-turn). Reads `heldout.jsonl` of a run directory (or the file itself).
+turn). Reads `heldout.jsonl` of a run directory (or the file itself). `--rescored FILE`
+(bench/heldout_rescore.py's output) replaces the rows of every step FILE holds with its re-scored
+ones, so a run carried across an evaluator change compares steps judged by one evaluator (e.g. the
+start re-scored by the evaluator that judged the later steps).
 
-    python bench/heldout_paired.py RUN_DIR_OR_FILE [--base STEP] [--resamples N] [--json OUT]
+    python bench/heldout_paired.py RUN_DIR_OR_FILE [--base STEP] [--rescored FILE] [--resamples N] [--json OUT]
 """
 
 from __future__ import annotations
@@ -163,11 +166,20 @@ def render(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def with_rescored(rows: list[dict[str, Any]], rescored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with the rows of every step `rescored` holds replaced by `rescored`'s."""
+    steps = {int(r.get("step", 0)) for r in rescored}
+    return [r for r in rows if int(r.get("step", 0)) not in steps] + list(rescored)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="a run directory (its heldout.jsonl) or a held-out JSONL file")
     parser.add_argument(
         "--base", type=int, default=None, help="the step compared against (default: the first)"
+    )
+    parser.add_argument(
+        "--rescored", type=Path, default=None, help="re-scored rows (bench/heldout_rescore.py) for their steps"
     )
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--json", type=Path, default=None, help="also write the records here")
@@ -182,8 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.resamples < 100:
         print("heldout_paired: --resamples must be at least 100", file=sys.stderr)
         return 2
+    if args.rescored is not None and not args.rescored.is_file():
+        print(f"heldout_paired: no {args.rescored}; pass heldout_rescore.py's output file", file=sys.stderr)
+        return 2
+    rows = read_episodes(path)
+    if args.rescored is not None:
+        rows = with_rescored(rows, read_episodes(args.rescored))
     try:
-        records = compare(read_episodes(path), args.base, args.resamples)
+        records = compare(rows, args.base, args.resamples)
     except ValueError as exc:
         print(f"heldout_paired: {exc}", file=sys.stderr)
         return 2

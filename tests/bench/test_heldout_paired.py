@@ -68,6 +68,27 @@ def test_a_rise_and_a_fall_beyond_chance_are_named(tmp_path, capsys):
     assert math.isclose(fall["speedup_diff"], -1.0)
 
 
+def test_rescored_rows_replace_their_steps_rows(tmp_path, capsys):
+    """The start judged again by a later evaluator: its rows, not the old ones, are the base."""
+    rows, rescored = [], []
+    for t in range(10):
+        rows += [row(0, f"t{t}", 0, None), row(4, f"t{t}", 0, 1.0)]  # failed at the start, first judged
+        rescored.append(row(0, f"t{t}", 0, 1.0))  # passed at 1.0 when judged again
+    (tmp_path / "heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "rescored.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rescored))
+    assert paired.main([str(tmp_path), "--resamples", "200", "--json", str(tmp_path / "a.json")]) == 0
+    (alone,) = json.loads((tmp_path / "a.json").read_text())
+    assert alone["gained"] == 10
+    argv = [str(tmp_path), "--rescored", str(tmp_path / "rescored.jsonl"), "--resamples", "200"]
+    assert paired.main([*argv, "--json", str(tmp_path / "b.json")]) == 0
+    (again,) = json.loads((tmp_path / "b.json").read_text())
+    assert (again["gained"], again["lost"], again["correct_base"]) == (0, 0, 1.0)
+    assert again["speedup_diff"] == pytest.approx(0.0)
+    capsys.readouterr()
+    assert paired.main([str(tmp_path), "--rescored", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no " in capsys.readouterr().err
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert paired.main([str(tmp_path)]) == 2
     assert "no " in capsys.readouterr().err
