@@ -187,14 +187,16 @@ class StartedWorker:
 
 
 SPARE_NICENESS = 10
-"""The scheduler weight of a worker booted ahead on the CPU back end, until its job comes: its boot
-(three processes importing torch, seconds of CPU each) is work for later, and on the CPU back end
-the host is the device a timing measures. At nice 0 a batch's spares took whole time slices from
-the runner being timed: session 25, 2 cores, `--jobs 2`: a 1.1 ms C++ kernel timed at 2.4-3.8 ms
-(its median of block means; its median call stayed at 1.1 ms) while the next two spares booted.
-On a GPU back end the timing's threads have cores of their own where the host has them
-(kevin.evaluator.cores), and a spare's boot holds the device lock shared, which a slower boot would
-hold longer: spares boot at full weight there."""
+"""The scheduler weight of a worker booted ahead of its job (its session's autogroup: the worker and
+its two runners), until its job comes: its boot (three processes importing torch, seconds of CPU
+each) is work for later. On the CPU back end the host is the device a timing measures: at nice 0 a
+batch's spares took whole time slices from the runner being timed (session 25, 2 cores, `--jobs
+2`: a 1.1 ms C++ kernel timed at 2.4-3.8 ms while the next two spares booted). On a GPU back end
+they took the cores from the jobs of now: session 26's H200 run started a step's 16 replacement
+spares (48 processes importing torch) beside that step's builds and runners, whose own runners then
+took 45-110 s to be ready. There a spare's device work (CUDA contexts, under the device lock
+shared, which timings wait for) is done at full weight: the worker puts its session back first
+(kevin.evaluator.worker.__main__.boot_up)."""
 
 
 def start_worker(
@@ -205,7 +207,7 @@ def start_worker(
     ahead: bool = False,
 ) -> StartedWorker:
     """Start a worker that boots for `spec` (spares.boot_spec) and then waits for its job; `ahead`:
-    a spare, booted at SPARE_NICENESS on the CPU back end."""
+    a spare, booted at SPARE_NICENESS."""
     workdir = Path(tempfile.mkdtemp(prefix="kevin-job-", dir=workdir_root))
     token = secrets.token_hex(16)
     log_path = workdir / "worker.log"
@@ -231,9 +233,7 @@ def start_worker(
         raise
     os.close(write_fd)
     os.close(job_read)
-    niced = (
-        ahead and str(spec["device"]) == "cpu" and cores.nicer_session(process.pid, SPARE_NICENESS) == "set"
-    )
+    niced = ahead and cores.nicer_session(process.pid, SPARE_NICENESS) == "set"
     return StartedWorker(process, workdir, token, read_fd, job_write, log_path, niced)
 
 

@@ -132,9 +132,24 @@ def test_a_spare_on_the_cpu_back_end_boots_at_the_spare_niceness_with_its_runner
         assert not fresh.niced and autogroup_nice(fresh.process.pid) == 0
     finally:
         fresh.discard()
+
+
+@needs_autogroups
+@pytest.mark.slow
+def test_a_spare_on_a_gpu_back_end_boots_nicer_and_does_its_device_work_at_full_weight(tmp_path):
+    """Its imports weigh a tenth (session 26: a step's 16 replacement spares slowed that step's own
+    runners to 45-110 s); its device work holds the device lock shared, which a slower boot would
+    hold longer: the worker puts its session back before it. Here (no GPU) that device work fails at
+    its first CUDA call, after the weight was put back, and the spare says so in its log."""
     gpu = start_worker(spec(tmp_path, "cuda:0"), workdir_root=str(tmp_path), ahead=True)
-    try:  # its boot holds the device lock shared: slower would hold it longer
-        assert not gpu.niced and autogroup_nice(gpu.process.pid) == 0
+    try:
+        assert gpu.niced and autogroup_nice(gpu.process.pid) == SPARE_NICENESS
+        deadline = time.monotonic() + 90
+        while b"could not boot ahead" not in gpu.log_path.read_bytes() and time.monotonic() < deadline:
+            assert gpu.process.poll() is None, gpu.log_path.read_text()
+            time.sleep(0.2)
+        assert b"could not boot ahead" in gpu.log_path.read_bytes(), "the spare never reached its device work"
+        assert autogroup_nice(gpu.process.pid) == 0
     finally:
         gpu.discard()
 

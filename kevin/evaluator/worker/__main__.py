@@ -51,6 +51,11 @@ def start_broker(job: dict[str, Any]) -> Any:
     return broker
 
 
+BOOT_NOTES: dict[str, Any] = {}
+"""What the boot did that the verdict's checks report (`worker_boot`): `device_weight`, how putting a
+spare's session back to full weight before its device work went."""
+
+
 def boot_up(
     spec: Any, job_waiting: Callable[[], bool] = lambda: False
 ) -> tuple[RunnerHandle | None, RunnerHandle | None]:
@@ -77,6 +82,10 @@ def boot_up(
     with contextlib.suppress(Exception):
         devlock.warm_meta()
     if str(spec["device"]).startswith("cuda") and not job_waiting():
+        # A spare imported torch at SPARE_NICENESS (work for later, beside the jobs of now); its
+        # device work holds the lock shared, which timings wait for: done at full weight.
+        if (cores.session_niceness(os.getpid()) or 0) > 0:
+            BOOT_NOTES["device_weight"] = cores.nicer_session(os.getpid(), 0)
         try:
             on_device(spec, [runner, control])
         except Exception as exc:  # noqa: BLE001 - as above
@@ -148,8 +157,9 @@ def main(argv: list[str]) -> int:
             "control_booted": control is not None,
             "job_wait_s": round(job_wait_s, 3),
         }
-        if "spare_weight" in job:  # booted at a spare's niceness (CPU back end), put back for the job
+        if "spare_weight" in job:  # booted at a spare's niceness, put back for the job
             harness.checks["worker_boot"]["weight_restored"] = job["spare_weight"]
+        harness.checks["worker_boot"].update(BOOT_NOTES)
         harness.checks["cores"] = cores.current().summary()
         result = harness.run()
     except Failure as failure:
