@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from train_helpers import FakeEvaluator, RewritingPolicy, tasks, tiny_config
+from train_helpers import FakeEvaluator, RewritingPolicy, load_bench, tasks, tiny_config
 
 from kevin.errors import UsageError
 from kevin.rl.episodes import read_episodes
 from kevin.train.launch import default_policy
 from kevin.train.loop import train
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "heldout_wide.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("heldout_wide_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["heldout_wide_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-wide = _load()
+wide = load_bench("heldout_wide_bench", "heldout_wide.py")
 
 SHAPE = {"steps": 2, "eval_every": 2, "eval_at_start": True, "split": "seeded", "eval_trajectories": 2, "eval_turns": 1}
 

@@ -3,7 +3,6 @@ evaluator, and slow: with the real cpp back end); the loop's time limit; the wat
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -12,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from train_helpers import CyclingPolicy, FakeEvaluator, tasks, tiny_config
+from train_helpers import CyclingPolicy, FakeEvaluator, load_bench, tasks, tiny_config
 
 from kevin.evaluator.result import EvalResult
 from kevin.train.loop import train
@@ -21,15 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "learning_run.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("learning_run_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learning_run_bench"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-learning_run = _load()
+learning_run = load_bench("learning_run_bench", "learning_run.py")
 
 
 class PassingEvaluator(FakeEvaluator):

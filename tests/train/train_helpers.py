@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
+import sys
 import threading
 from concurrent.futures import Future
+from pathlib import Path
 
 from kevin.evaluator.result import EvalResult
 from kevin.rl.env import Sampling
@@ -179,3 +182,12 @@ class RewritingPolicy:
     def generate(self, prompts: list[str], sampling: Sampling):
         outputs = self.inner.generate(prompts, sampling)
         return [dataclasses.replace(g, text=completion(sum(g.token_ids) % 5)) for g in outputs]
+
+
+def load_bench(name: str, filename: str):
+    """bench/`filename` loaded as module `name` (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "bench" / filename)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
