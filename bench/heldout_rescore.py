@@ -38,16 +38,24 @@ BEFORE_FIELDS = ("stage", "blame", "correct", "flags", "speedup", "runtime_ms", 
 """What a re-scored row keeps of its old verdict (`verdict_before`)."""
 
 
+def parse_steps(asked: str) -> list[int]:
+    """`--steps` as given ("0,40"): the steps, ascending, each once."""
+    try:
+        steps = sorted({int(part) for part in asked.split(",") if part.strip()})
+    except ValueError:
+        raise UsageError(f"--steps {asked!r}: give step numbers separated by commas, e.g. 0,40") from None
+    if not steps or steps[0] < 0:
+        raise UsageError(f"--steps {asked!r}: give steps >= 0")
+    return steps
+
+
 def chosen_steps(rows: list[dict[str, Any]], asked: str | None) -> list[int]:
     steps = sorted({int(r.get("step", 0)) for r in rows})
     if not steps:
         raise UsageError("the run has no held-out rows")
     if not asked:
         return sorted({steps[0], steps[-1]})
-    try:
-        wanted = sorted({int(part) for part in asked.split(",") if part.strip()})
-    except ValueError:
-        raise UsageError(f"--steps {asked!r}: give step numbers separated by commas, e.g. 0,40") from None
+    wanted = parse_steps(asked)
     missing = [s for s in wanted if s not in steps]
     if missing:
         raise UsageError(f"--steps: no held-out rows at step(s) {missing} (steps: {steps})")

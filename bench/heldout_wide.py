@@ -56,13 +56,9 @@ def chosen_steps(run_dir: Path, asked: str | None) -> list[int]:
     from kevin.train.checkpoint import latest_checkpoint
 
     if asked:
-        try:
-            steps = sorted({int(part) for part in asked.split(",") if part.strip()})
-        except ValueError:
-            raise UsageError(f"--steps {asked!r}: give step numbers separated by commas, e.g. 0,40") from None
-        if not steps or steps[0] < 0:
-            raise UsageError(f"--steps {asked!r}: give steps >= 0")
-        return steps
+        from heldout_rescore import parse_steps
+
+        return parse_steps(asked)
     latest = latest_checkpoint(run_dir)
     if latest is None:
         raise UsageError(f"{run_dir} has no checkpoint; pass --steps 0 for the start alone")
