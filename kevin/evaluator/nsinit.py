@@ -141,9 +141,12 @@ def _has_terminal() -> bool:
     return True
 
 
-def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool) -> tuple[int, list[str]]:
-    """Fork T (lock applied, then execvp). Returns its pid and its report lines: `lock JSON` when a
-    policy was applied, then `exec ERRNO` or `error TEXT` when it never ran ARGV."""
+def _start_target(
+    argv: list[str], lock_fd: int, root: str, tie_to_parent: bool, run: Any = None, keep: tuple[int, ...] = ()
+) -> tuple[int, list[str]]:
+    """Fork T (lock applied, then execvp, or in fork mode `run()` with only the descriptors `keep`
+    and the standard ones). Returns its pid and its report lines: `lock JSON` when a policy was
+    applied, then `exec ERRNO` or `error TEXT` when it never ran ARGV (or `run`)."""
     read_end, write_end = os.pipe()  # close-on-exec: EOF here means exec succeeded
     pid = os.fork()
     if pid == 0:
@@ -151,6 +154,7 @@ def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool)
             os.close(read_end)
             for number in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(number, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
             if tie_to_parent:
                 _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             # A group of its own either way: kill(0) reaches only T and what T started.
@@ -165,6 +169,10 @@ def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool)
                 from kevin.evaluator import confine
 
                 _send(write_end, "lock " + confine.lock_down_marshal(policy).hex())
+            if run is not None:
+                os.close(write_end)  # what close-on-exec says in exec mode: the target runs
+                _close_all_but({0, 1, 2, *keep})  # and what it closes: S's and I's descriptors
+                _run_target(run)
             os.execvp(argv[0], argv)
         except OSError as exc:
             _send(write_end, f"exec {exc.errno or errno.EIO}")
@@ -175,6 +183,50 @@ def _start_target(argv: list[str], lock_fd: int, root: str, tie_to_parent: bool)
     lines = _read_all(read_end).decode(errors="replace").splitlines()
     os.close(read_end)
     return pid, lines
+
+
+def _run_target(run: Any) -> None:
+    """Fork mode's T: the target's code in this process. Never returns: exits with its code (1 and a
+    traceback on stderr for an exception)."""
+    for number in signal.valid_signals():  # the spawner's handlers are not the target's
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if callable(signal.getsignal(number)):
+                signal.signal(number, signal.SIG_DFL)
+    code = 1
+    try:
+        code = int(run() or 0)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the target's own failure, for its log
+        import traceback
+
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _go_on_small(role: str, inherited: list[int], **opts: object) -> None:
+    """Fork mode: S and I start as copies of the spawner (kevin.evaluator.spawn forks it, torch and
+    all, so that T needs no start-up of its own). Once T exists they need none of that: each
+    replaces its image with this file run alone (`--resume=ROLE`), keeping its pid, its children
+    and `inherited`, so the supervisor and the init hold no copy of the spawner's memory (nor count
+    it again in the job's resident memory). Never returns."""
+    for fd in inherited:
+        os.set_inheritable(fd, True)
+    args = [f"--{key}={value}" for key, value in opts.items()]
+    here = os.path.abspath(__file__)
+    os.execv(sys.executable, [sys.executable, "-I", "-S", here, f"--resume={role}", *args, "--"])
+
+
+def _close_all_but(keep: set[int]) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in keep:
+            with contextlib.suppress(OSError):
+                os.close(int(name))
 
 
 def _quiet(fds: list[int], standard: tuple[int, ...] = (0, 1, 2)) -> None:
@@ -188,31 +240,41 @@ def _quiet(fds: list[int], standard: tuple[int, ...] = (0, 1, 2)) -> None:
     os.close(null)
 
 
-def _init(argv: list[str], opts: dict[str, str], to_s: int, s_alive: int, closing: list[int]) -> None:
+def _init(
+    argv: list[str], opts: dict[str, str], to_s: int, s_alive: int, closing: list[int], run: Any = None
+) -> None:
     """Pid 1 of the namespace. Never returns."""
     try:
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if select.select([s_alive], [], [], 0)[0]:  # S died before the request: EOF readable
             os._exit(1)
         _send(to_s, "proc " + (_fresh_proc() if opts.get("proc", "1") == "1" else "not requested"))
-        pid, lines = _start_target(argv, int(opts.get("lock", "-1")), opts["root"], False)
+        pid, lines = _start_target(argv, int(opts.get("lock", "-1")), opts["root"], False, run, _user_fds(opts))
         for line in lines:
             _send(to_s, line)
         _send(to_s, f"target {pid}")
         _quiet(closing)
-        while True:
-            try:
-                done, status = os.waitpid(-1, 0)
-            except InterruptedError:
-                continue
-            except ChildProcessError:
-                os._exit(0)
-            if done == pid:
-                _send(to_s, f"status {status}")
-                os._exit(0)  # the kernel now kills every process left in the namespace
+        if run is not None:
+            _go_on_small("init", [to_s], target=pid, to_s=to_s)
+        _reap_namespace(pid, to_s)
     except BaseException as exc:  # noqa: BLE001
         _send(to_s, f"error init: {type(exc).__name__}: {exc}")
         os._exit(1)
+
+
+def _reap_namespace(target: int, to_s: int) -> None:
+    """Init's life once T runs: reap every orphan; when T ends, tell S its status and exit, which
+    ends the namespace. Never returns."""
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(0)
+        if done == target:
+            _send(to_s, f"status {status}")
+            os._exit(0)  # the kernel now kills every process left in the namespace
 
 
 def _nspid(pid: str) -> int | None:
@@ -279,13 +341,23 @@ def _read_until_target(fd: int) -> list[str]:
         buffer += chunk
 
 
-def main(args: list[str]) -> None:
+_STOPPING = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+"""What asks S to kill the namespace: blocked from S's start until its handlers are in place (in fork
+mode, across its exec), so that a request is never lost nor taken by the default action."""
+
+
+def main(args: list[str], run: Any = None) -> None:
+    """S. With `run` (fork mode: called in a fresh fork of the spawner, kevin.evaluator.spawn), T
+    calls `run()` instead of executing ARGV, and S and I go on as this file run alone."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
     split = args.index("--")
     opts = dict(arg[2:].split("=", 1) for arg in args[:split])
+    if "resume" in opts:
+        _resume(opts)
     argv = args[split + 1 :]
     report, life = int(opts["report"]), int(opts["life"])
     lock = int(opts.get("lock", "-1"))
-    user_fds = [int(fd) for fd in opts.get("fds", "").split(",") if fd]
+    user_fds = list(_user_fds(opts))
     closing = user_fds + [fd for fd in (lock, report) if fd >= 0]  # S keeps `life`
     for fd in (report, life, lock):
         if fd >= 0:
@@ -300,9 +372,10 @@ def main(args: list[str]) -> None:
         _send(report, str(exc))
         os._exit(1)
 
+    to_s_read = -1
     if mode == "none":
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        child, lines = _start_target(argv, lock, opts["root"], True)
+        child, lines = _start_target(argv, lock, opts["root"], True, run, tuple(user_fds))
         target, init = child, 0
         lines.insert(0, "proc unchanged (no namespace)")
     else:
@@ -312,10 +385,43 @@ def main(args: list[str]) -> None:
         if child == 0:
             os.close(to_s_read)
             os.close(s_alive)
-            _init(argv, opts, to_s, s_alive_read, [*closing, life])
+            _init(argv, opts, to_s, s_alive_read, [*closing, life], run)
         os.close(to_s)
         os.close(s_alive_read)
         init = child
+        lines = _read_until_target(to_s_read)
+        inner = [int(line.split()[1]) for line in lines if line.startswith("target ")]
+        found = _outer_pid(init, inner[0]) if inner else None
+        target = found if found is not None else init
+        lines = [line for line in lines if not line.startswith("target ")]
+    for line in [f"pid {target}", f"init {init}", f"namespace {mode}", f"reason {reason}", *lines, "ready"]:
+        _send(report, line)
+    _quiet(closing, (0, 1))  # stderr stays: a traceback of S is worth seeing
+    if run is not None:
+        _go_on_small(
+            "supervisor", [life] + ([to_s_read] if to_s_read >= 0 else []),
+            mode=mode, child=child, life=life, to_s_read=to_s_read, root=opts["root"],
+        )  # fmt: skip
+    _supervise(mode, child, life, to_s_read, opts["root"])
+
+
+def _user_fds(opts: dict[str, str]) -> tuple[int, ...]:
+    return tuple(int(fd) for fd in opts.get("fds", "").split(",") if fd)
+
+
+def _resume(opts: dict[str, str]) -> None:
+    """Fork mode, after `_go_on_small`: the init's or the supervisor's life, in this file alone."""
+    if opts["resume"] == "init":
+        _reap_namespace(int(opts["target"]), int(opts["to_s"]))
+    for name in ("life", "to_s_read"):
+        if int(opts[name]) >= 0:
+            os.set_inheritable(int(opts[name]), False)
+    _supervise(opts["mode"], int(opts["child"]), int(opts["life"]), int(opts["to_s_read"]), opts["root"])
+
+
+def _supervise(mode: str, child: int, life: int, to_s_read: int, root: str) -> None:
+    """S once the target runs: kill the namespace (or the tree) on request or when the spawner is
+    gone, then end as the target did. Never returns."""
     state: dict[str, object] = {"kill": False, "reaped": False, "pidfd": None}
     with contextlib.suppress(OSError, AttributeError):
         state["pidfd"] = os.pidfd_open(child)
@@ -330,21 +436,12 @@ def main(args: list[str]) -> None:
             else:
                 os.kill(child, signal.SIGKILL)
 
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for number in _STOPPING:
         signal.signal(number, stop)
-    if mode != "none":
-        lines = _read_until_target(to_s_read)
-        inner = [int(line.split()[1]) for line in lines if line.startswith("target ")]
-        found = _outer_pid(init, inner[0]) if inner else None
-        target = found if found is not None else init
-        lines = [line for line in lines if not line.startswith("target ")]
-    for line in [f"pid {target}", f"init {init}", f"namespace {mode}", f"reason {reason}", *lines, "ready"]:
-        _send(report, line)
-    _quiet(closing, (0, 1))  # stderr stays: a traceback of S is worth seeing
-
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
     if mode != "none":
         _wait_for_namespace(child, life, to_s_read, state, stop)
-    _reap_tree(child, life, state, opts["root"])
+    _reap_tree(child, life, state, root)
 
 
 def _wait_for_namespace(child: int, life: int, to_s_read: int, state: dict, stop: Any) -> None:

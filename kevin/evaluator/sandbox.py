@@ -51,6 +51,7 @@ from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
 from kevin.evaluator.result import truncate_middle
 from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
+from kevin.evaluator.spawn import FORK_VARIABLE
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -79,6 +80,7 @@ ENV_ALLOW = (
     "TRITON_CACHE_DIR",
     TOOLCHAIN_VARIABLE,  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
     CORES_VARIABLE,  # kevin.evaluator.cores: the GPUs whose timing cores a judge keeps off
+    FORK_VARIABLE,  # kevin.evaluator.spawn: 0 executes every runner afresh instead of forking it
 )
 
 TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"
@@ -153,6 +155,10 @@ def scrubbed_env(workdir: Path, token: str, extra: dict[str, str] | None = None)
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
         PYTHONNOUSERSITE="1",
+        # What the runners need from their start (kevin.evaluator.worker.harness.launch_runner sets
+        # it for them too): a runner forked from this worker (kevin.evaluator.spawn, fork mode) has
+        # the torch this worker imported, whose libraries may have read it when they were loaded.
+        TEARDOWN_CUPTI="1",
         **{TOKEN_VARIABLE: token},
     )
     if extra:

@@ -14,7 +14,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kevin.evaluator.confine import LockDown, _package_root, _warn_once, _write, parent_of
@@ -125,6 +125,7 @@ def spawn_confined(
     pid_namespace: bool = True,
     fresh_proc: bool = True,
     startup_timeout: float = 60.0,
+    target: Callable[[], int | None] | None = None,
 ) -> ConfinedProcess:
     """Start `argv` (execvp: PATH is searched) so that it and everything it ever starts can be killed
     as a whole: in a PID namespace of its own whose init is kevin.evaluator.nsinit (see there), with
@@ -138,7 +139,14 @@ def spawn_confined(
     target runs under a subreaper that kills its whole subtree (`pid_namespace=False` and `reason`
     say so, and one warning per process is logged). Raises OSError when argv cannot be executed.
     Spawn from a long-lived thread: from the main thread nsinit is also tied to it by
-    PR_SET_PDEATHSIG; from any thread, the end of a pipe only this process holds stops it."""
+    PR_SET_PDEATHSIG; from any thread, the end of a pipe only this process holds stops it.
+
+    `target` (fork mode): instead of executing `argv`, the target is a fork of this process that
+    calls `target()` and exits with what it returns, so that it starts with every module this process
+    has imported (a runner: torch, seconds of CPU each; `forkable` says when that is safe). It
+    keeps only `pass_fds` and the standard streams; `env` and `cwd` are applied before the lock.
+    The supervisor and init then continue as nsinit alone (no copy of this process's memory).
+    `argv` only names the target in errors."""
     import marshal
     import subprocess
     import threading
@@ -162,9 +170,12 @@ def spawn_confined(
         "--", *argv,
     ]  # fmt: skip
     try:
-        popen = subprocess.Popen(
-            command, pass_fds=(*internal, *fds), env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
-        )
+        if target is None:
+            popen: Any = subprocess.Popen(
+                command, pass_fds=(*internal, *fds), env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr
+            )
+        else:
+            popen = _fork_supervisor(command, (*internal, *fds), env, cwd, (stdin, stdout, stderr), target)
     except BaseException:
         os.close(report_read)
         os.close(life_write)
@@ -199,6 +210,168 @@ def spawn_confined(
     for note in (process.lockdown or {}).get("degraded", []):
         _warn_once(note.split(":")[0], f"lock_down: {note}")
     return process
+
+
+def forkable() -> str:
+    """"" when this process may be forked into runners (`spawn_confined(target=...)`), else why not:
+    no thread of Python's own may hold a lock the fork would copy held, and no CUDA context may
+    exist (a child cannot use its parent's), and the process must not be sealed (`seal_forks`: it
+    holds secrets). Native threads are not counted: OpenBLAS (numpy's import starts its pool) stops
+    its pool at a fork by its own handler, and a judge at its boot has run no torch operation, so no
+    OpenMP pool exists yet. `KEVIN_RUNNER_FORK=0` says no (every runner then starts afresh)."""
+    import threading
+
+    if os.environ.get(FORK_VARIABLE, "1") == "0":
+        return f"{FORK_VARIABLE}=0"
+    if _SEALED:
+        return _SEALED[0]
+    if threading.active_count() != 1:
+        return f"{threading.active_count()} Python threads"
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch is not imported (a fork would save nothing)"
+    if torch.cuda.is_initialized():
+        return "CUDA is initialized"
+    return ""
+
+
+FORK_VARIABLE = "KEVIN_RUNNER_FORK"
+_SEALED: list[str] = []
+
+
+def seal_forks(reason: str) -> None:
+    """No runner is forked from this process from now on (`forkable` gives `reason`): a fork copies
+    the process's memory, and a judge that has read its job holds its secrets (the input seed, the
+    channel's token) from then on."""
+    if not _SEALED:
+        _SEALED.append(reason)
+
+
+class _Forked:
+    """The supervisor S as a forked child of this process: what ConfinedProcess uses of a Popen."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin: Any = None
+        self.stdout: Any = None
+        self.stderr: Any = None
+
+    def _status(self, flags: int) -> int | None:
+        if self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere: its status is lost
+                done, status = self.pid, 255 << 8
+            if done == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._status(os.WNOHANG)
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+        import time
+
+        if timeout is None:
+            code = self._status(0)
+            assert code is not None
+            return code
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while (code := self.poll()) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(f"supervisor {self.pid}", timeout)
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 0.05)
+        return code
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _fork_supervisor(
+    command: list[str], keep: tuple[int, ...], env: dict[str, str] | None, cwd: str | None,
+    streams: tuple[Any, Any, Any], target: Callable[[], int | None],
+) -> _Forked:  # fmt: skip
+    """Fork S: in the child, the standard streams (None, DEVNULL, PIPE, a file or a descriptor), the
+    descriptors, the directory and the environment as Popen would set them for `command`, then
+    nsinit.main with `target` (never returns)."""
+    import gc
+    import subprocess
+    import warnings
+
+    from kevin.evaluator import nsinit
+
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pipes: dict[int, tuple[int, int]] = {}  # standard stream -> (the child's end, ours)
+    for number, stream in enumerate(streams):
+        if stream is subprocess.PIPE:
+            read_end, write_end = os.pipe()
+            pipes[number] = (read_end, write_end) if number == 0 else (write_end, read_end)
+    with warnings.catch_warnings():
+        # Python 3.12 warns of a fork beside native threads (forkable: their libraries handle it).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid:
+        forked = _Forked(pid)
+        for number, (theirs, ours) in pipes.items():
+            os.close(theirs)
+            setattr(forked, ("stdin", "stdout", "stderr")[number], open(ours, "wb" if number == 0 else "rb"))
+        return forked
+    try:
+        gc.freeze()  # objects of the parent's that own descriptors closed below are never collected
+        handles = [pipes[n][0] if n in pipes else _fileno(stream) for n, stream in enumerate(streams)]
+        for number, handle in enumerate(handles):
+            if handle is not None and handle != number:
+                os.dup2(handle, number)
+        _fresh_streams()
+        nsinit._close_all_but({0, 1, 2, *keep})
+        for fd in keep:
+            os.set_inheritable(fd, True)
+        if cwd is not None:
+            os.chdir(cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        nsinit.main(command[4:], run=target)  # [python, -I, -S, nsinit.py, --spawner=..., ..., --, argv]
+    except BaseException as exc:  # noqa: BLE001 - reported as nsinit would, then gone
+        with contextlib.suppress(BaseException):
+            report = int(next(arg for arg in command if arg.startswith("--report="))[9:])
+            os.write(report, f"error fork: {type(exc).__name__}: {exc}\n".encode())
+    os._exit(127)
+
+
+def _fresh_streams() -> None:
+    """Python's standard streams on descriptors 0-2, as a fresh interpreter has them (the parent's may
+    be anything: a capture, a buffer holding its output), unbuffered as under PYTHONUNBUFFERED."""
+    import io
+
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace"
+    )
+
+
+def _fileno(stream: Any) -> int | None:
+    """The descriptor a Popen stream argument names (None: inherit; DEVNULL; a file or descriptor),
+    in the forked child."""
+    import subprocess
+
+    if stream is None:
+        return None
+    if stream is subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR)
+    return stream if isinstance(stream, int) else stream.fileno()
 
 
 def _read_report(fd: int, timeout: float) -> dict[str, Any]:

@@ -47,8 +47,8 @@ def launched_runner(tmp_path, monkeypatch):
     seen: dict = {}
 
     class FakeRunner:
-        def __init__(self, area_bytes, *, lock, env, cwd):
-            seen.update(lock=lock, env=env, cwd=cwd)
+        def __init__(self, area_bytes, *, lock, env, cwd, forked=None):
+            seen.update(lock=lock, env=env, cwd=cwd, forked=forked)
 
         def send(self, command, **fields):
             seen["command"] = command

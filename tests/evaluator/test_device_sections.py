@@ -293,7 +293,7 @@ def test_a_worker_whose_job_is_already_there_leaves_the_device_boot_to_the_job(m
     from kevin.evaluator.worker import __main__ as worker
 
     sections: list[list[str]] = []
-    monkeypatch.setattr(worker, "launch_runner", lambda spec, path, traced=True: path.name)
+    monkeypatch.setattr(worker, "launch_runner", lambda spec, path, traced=True, fork=False: path.name)
     monkeypatch.setattr(worker.devlock, "warm_meta", lambda: None)
     monkeypatch.setattr(worker, "on_device", lambda spec, runners: sections.append(runners))
     cuda = {"device": "cuda:0"}

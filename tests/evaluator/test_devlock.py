@@ -155,7 +155,7 @@ def test_a_booted_worker_warms_the_meta_device_after_launching_its_runners(monke
 
     calls: list[str] = []
     monkeypatch.setattr(
-        worker, "launch_runner", lambda spec, path, traced=True: calls.append(path.name) or path.name
+        worker, "launch_runner", lambda spec, path, traced=True, fork=False: calls.append(path.name) or path.name
     )
     monkeypatch.setattr(worker.devlock, "warm_meta", lambda: calls.append("warm_meta"))
     assert worker.boot_up({"device": "cpu"}) == ("runner1", "runner2")

@@ -177,13 +177,26 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     (started, control_started) = result.checks["runner_start_s"]
     assert {"ready", "import", "boot", "profiler"} <= set(started)
     assert "profiler" not in control_started  # never traced: it skips the profiler's warm-up
-    assert started["ready"] >= started["boot"] > started["import"] > 0
+    assert started["ready"] >= started["boot"] > started["import"] >= 0
+    # Both were forked from the judge (kevin.evaluator.spawn, fork mode) with torch imported: the
+    # runner's own import of it costs nothing (an exec'd runner's took ~1 s here, seconds on the H200).
+    assert result.checks["confinement"]["forked"] and started["import"] < 0.05
     assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "bracket candidate", "timing baseline", "bracket baseline"}
     # The overhead taken off was measured around the timed calls, in the runner that then timed the
     # baseline (no third runner started).
     assert set(result.checks["overhead_ms"]) == {"candidate", "baseline"}
     assert result.timing["overhead_ms"] == pytest.approx(result.checks["overhead_ms"]["candidate"]["bracket"], abs=1e-4)
     assert_clean(tmp_path)
+
+
+def test_with_forks_switched_off_the_runners_start_afresh_and_judge_alike(task, config, monkeypatch):
+    """KEVIN_RUNNER_FORK=0 reaches the worker through its scrubbed environment: its runners are
+    executed afresh (each imports torch itself) and the verdict is the same."""
+    monkeypatch.setenv("KEVIN_RUNNER_FORK", "0")
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.stage == "ok" and result.correct, result.error + result.log
+    assert result.checks["confinement"]["forked"] is False
+    assert all(started["import"] > 0.05 for started in result.checks["runner_start_s"])
 
 
 def test_a_fresh_cache_builds_no_shim_or_reference_when_a_toolchain_folder_is_shared(config, tmp_path):

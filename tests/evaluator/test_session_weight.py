@@ -22,6 +22,7 @@ from kevin.evaluator.confine import descendants
 from kevin.evaluator.fastbuild import BUILD_NICENESS, run_killable
 from kevin.evaluator.sandbox import SPARE_NICENESS, start_worker
 from kevin.evaluator.spares import boot_spec
+from kevin.evaluator.worker.handle import RUNNER_NAME
 
 needs_autogroups = pytest.mark.skipif(
     not Path("/proc/self/autogroup").exists(), reason="a kernel without scheduler autogroups"
@@ -119,6 +120,7 @@ def test_a_spare_on_the_cpu_back_end_boots_at_the_spare_niceness_with_its_runner
                 pid
                 for pid in descendants(worker.process.pid)
                 if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", RUNNER]
+                or Path(f"/proc/{pid}/comm").read_bytes().strip() == RUNNER_NAME  # forked from the worker
             ]
         assert len(runners) == 2, "the spare did not launch its runners"
         assert [autogroup_nice(pid) for pid in runners] == [SPARE_NICENESS] * 2

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import confine, cores, devlock
+from kevin.evaluator import confine, cores, devlock, spawn
 from kevin.evaluator.confine import Channel
 from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
 from kevin.evaluator.worker.handle import RunnerHandle
@@ -71,8 +71,9 @@ def boot_up(
         return None, None
     runner = control = None
     try:
-        runner = launch_runner(spec, Path.cwd() / "runner1")
-        control = launch_runner(spec, Path.cwd() / "runner2", traced=False)
+        # Forked from this process where they may be (kevin.evaluator.spawn.forkable): no job read yet.
+        runner = launch_runner(spec, Path.cwd() / "runner1", fork=True)
+        control = launch_runner(spec, Path.cwd() / "runner2", traced=False, fork=True)
     except Exception as exc:  # noqa: BLE001 - the evaluation retries the runner and reports
         return _boot_failed(exc, runner, control)
     # While the runners boot: the job's setup sizes its inputs on the meta device, whose first use
@@ -134,6 +135,7 @@ def main(argv: list[str]) -> int:
     runner, control = boot_up(spec, job_waiting=lambda: bool(select.select([job_fd], [], [], 0)[0]))
     waiting = time.perf_counter()
     job = read_job(job_fd)
+    spawn.seal_forks("the judge has read its job (its secrets are in its memory)")
     job_wait_s = time.perf_counter() - waiting
     channel = Channel(int(argv[2]), job.pop("channel_token"))
     confine.hide_channel_argument(argv)

@@ -29,6 +29,7 @@ import json
 import mmap
 import os
 import socket
+import weakref
 from typing import Any
 
 CONTROL_BYTES = 4096
@@ -41,6 +42,23 @@ MAX_REPLY_BYTES = 1 << 20
 class ExchangeError(Exception):
     """The runner broke the protocol (a malformed, oversized or missing reply): the candidate's fault
     once candidate code is loaded in it, ours before."""
+
+
+def unmap_inherited() -> None:
+    """In a runner forked from its judge: unmap every area the judge had mapped (its own runner's
+    and any other's), so that nothing of another runner's exchange is in this process's memory; the
+    runner maps its own again from the descriptor it was given. The Python objects stay (never
+    touched again here)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    for area in list(_MAPPED):
+        if libc.munmap(area.base, area.size) != 0:
+            raise OSError(ctypes.get_errno(), "munmap of an inherited exchange area")
+    _MAPPED.clear()
+
+
+_MAPPED: weakref.WeakSet[SharedArea] = weakref.WeakSet()
+"""Every area this process has mapped (`unmap_inherited`)."""
 
 
 class SharedArea:
@@ -56,6 +74,7 @@ class SharedArea:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         self.fd = fd
         self.map = mmap.mmap(fd, self.size)
+        _MAPPED.add(self)
         self.words = (ctypes.c_int64 * (CONTROL_BYTES // 8)).from_buffer(self.map)
         self.data_bytes = self.size - CONTROL_BYTES
         self.base = ctypes.addressof(self.words)

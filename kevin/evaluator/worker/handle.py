@@ -15,17 +15,19 @@ an output computed only when asked for shows up as a slow fetch (kevin.evaluator
 
 from __future__ import annotations
 
+import functools
 import signal
 import socket
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from kevin.evaluator import confine, spawn
+from kevin.evaluator.worker import exchange
 from kevin.evaluator.worker.exchange import (
     DONE,
     FETCH,
@@ -103,6 +105,28 @@ def call_deadline_s(reference_s: float, first: bool = False, jit: bool = False) 
     return max(floor, CALL_FACTOR * reference_s)
 
 
+_PR_SET_NAME = 15
+RUNNER_NAME = b"kevin-runner"
+"""A forked runner's name (/proc/PID/comm); its command line is its judge's."""
+
+
+def _run_forked(argv: list[str], home: str, prepare: Callable[[], None]) -> int:
+    """A forked runner's start (kevin.evaluator.spawn, fork mode), where `python -m` would begin:
+    its arguments, its folder first on the path, no temporary folder remembered from the judge."""
+    import ctypes
+    import tempfile
+
+    ctypes.CDLL(None).prctl(_PR_SET_NAME, RUNNER_NAME, 0, 0, 0)  # in `ps`, where its command line is the judge's
+    tempfile.tempdir = None
+    exchange.unmap_inherited()
+    sys.argv = [argv[0], *argv[1:]]
+    sys.path[0] = home
+    prepare()
+    from kevin.evaluator.worker import runner
+
+    return runner.main(sys.argv)
+
+
 def _broken(what: str) -> RunnerFailed:
     return RunnerFailed(
         {"stage": "runtime", "error": f"the candidate's process broke kevin's protocol: {what}"}, True
@@ -164,9 +188,14 @@ def warm(warm_ns: list[int]) -> bool:
 
 
 class RunnerHandle:
-    def __init__(self, area_bytes: int, *, lock: Any, env: dict[str, str], cwd: str) -> None:
+    def __init__(
+        self, area_bytes: int, *, lock: Any, env: dict[str, str], cwd: str, forked: Callable[[], None] | None = None
+    ) -> None:
         """Start a runner confined by `lock` (a kevin.evaluator.confine.LockDown applied before its
-        exec, so every thread it ever has is under it) in a PID namespace of its own."""
+        exec, so every thread it ever has is under it) in a PID namespace of its own. With `forked`,
+        the runner is a fork of this process (kevin.evaluator.spawn.forkable must say it may be) that
+        calls `forked()` (what its start would have set: the heap's policy) and then the runner's main,
+        under the same lock: it starts with the modules this process has imported."""
         self.started = time.perf_counter()
         judge_end, runner_end = socket.socketpair()
         self.area = SharedArea(area_bytes)
@@ -177,14 +206,16 @@ class RunnerHandle:
             str(runner_end.fileno()),
             str(self.area.fd),
         ]
+        target = None if forked is None else functools.partial(_run_forked, command[2:], cwd, forked)
         try:
             self.process = spawn.spawn_confined(
-                command, pass_fds=(runner_end.fileno(), self.area.fd), env=env, cwd=cwd, lock=lock
+                command, pass_fds=(runner_end.fileno(), self.area.fd), env=env, cwd=cwd, lock=lock, target=target
             )
         finally:
             runner_end.close()
         self.namespace = self.process.pid_namespace
         self.confinement = {
+            "forked": forked is not None,
             "pid_namespace": self.namespace,
             "namespace_reason": self.process.reason,
             "lockdown": self.process.lockdown or {},

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import build, confine, devlock, fastbuild
+from kevin.evaluator import build, confine, devlock, fastbuild, spawn
 from kevin.evaluator import inputs as trial_inputs
 from kevin.evaluator.compare import compare, summarize_trials
 from kevin.evaluator.confine import Channel
@@ -47,12 +47,28 @@ evaluations). With the policy fixed, blocks up to 32 MiB (glibc's ceiling for th
 from the heap, and freed memory is kept for reuse up to a gigabyte: a call pays for its memory's
 first touch once, as in a serving process that has run for a while, and the same in every runner."""
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
-def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> RunnerHandle:
+
+def runner_heap() -> None:
+    """RUNNER_MALLOC set by mallopt, for a runner forked from its judge (whose glibc read its own
+    tunables at its start, and a fork reads none). Both settings also turn glibc's adaptation off."""
+    import ctypes
+
+    tunables = dict(item.split("=") for item in RUNNER_MALLOC.split(":"))
+    libc = ctypes.CDLL(None)
+    for option, name in ((_M_MMAP_THRESHOLD, "mmap_threshold"), (_M_TRIM_THRESHOLD, "trim_threshold")):
+        if not libc.mallopt(option, int(tunables[f"glibc.malloc.{name}"])):
+            raise OSError(f"mallopt refused the runners' {name}")
+
+
+def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True, fork: bool = False) -> RunnerHandle:
     """Start a runner in `home` (created), confined before it starts, and send it `boot` for the
     boot spec (kevin.evaluator.spares.boot_spec); its reply is collected later (`reply("boot")`).
     A runner that will never be traced (the clean one: brackets and the baseline) skips warming the
-    profiler, seconds of a loaded host's CPU."""
+    profiler, seconds of a loaded host's CPU. `fork`: a fork of this judge, where
+    kevin.evaluator.spawn.forkable allows it (a worker's boot, before its job, its CUDA context and
+    its threads), so the runner starts with torch imported: seconds of CPU each on a loaded host."""
     home.mkdir()
     caches = {
         "TMPDIR": home,
@@ -91,7 +107,10 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True) -> Runn
     )
     import torch
 
-    runner = RunnerHandle(int(spec["area_bytes"]), lock=lock, env=env, cwd=str(home))
+    fork = fork and not spawn.forkable()
+    runner = RunnerHandle(
+        int(spec["area_bytes"]), lock=lock, env=env, cwd=str(home), forked=runner_heap if fork else None
+    )
     runner.send(
         "boot",
         job={
