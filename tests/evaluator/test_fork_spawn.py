@@ -172,35 +172,21 @@ def test_the_lock_holds_in_a_forked_runner(tmp_path):
 
 
 HEAP = """
-import ctypes, json, os, resource, sys
+import contextlib, io, json, os
 import torch
 from kevin.evaluator import spawn
 from kevin.evaluator.worker import harness
-
-def pattern():
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    mb = 1 << 20
-    libc.free(libc.malloc(mb))  # freed from mmap: glibc's default threshold moves above a megabyte
-    faults = []
-    for _ in range(8):
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        blocks = [libc.malloc(mb) for _ in range(3)]
-        for block in blocks:
-            ctypes.memset(block, 1, mb)
-        for block in blocks:
-            libc.free(block)
-        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-    return faults
+from test_runner_heap import FREE_AND_AGAIN  # its pattern: three 1 MB blocks written and freed, again
 
 def faults(prepare):
     read_end, write_end = os.pipe()
     def target():
         if prepare:
             harness.runner_heap()
-        os.write(write_end, json.dumps(pattern()).encode())
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(FREE_AND_AGAIN, {})
+        os.write(write_end, printed.getvalue().encode())
         return 0
     assert spawn.spawn_confined(["runner"], pass_fds=[write_end], target=target).wait(30) == 0
     return json.loads(os.read(read_end, 4096))
