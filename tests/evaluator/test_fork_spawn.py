@@ -296,3 +296,13 @@ def test_no_runner_is_forked_once_the_judge_has_read_its_job(tmp_path):
     assert _fresh(SEALED, str(tmp_path)) == ["", "the job is read", False]
     source = (REPO / "kevin" / "evaluator" / "worker" / "__main__.py").read_text()
     assert source.index("spawn.seal_forks(") < source.index("Channel(int(argv[2])")  # before the job is used
+
+
+def test_a_kill_right_after_the_start_is_never_lost_in_the_supervisors_exec():
+    """S reports ready, then replaces its image (nsinit alone): a SIGTERM in between must wait for the
+    new image's handler (blocked across the exec), not take the default action or be dropped."""
+    for _ in range(10):
+        process = spawn.spawn_confined(["runner"], target=lambda: time.sleep(60))
+        process.kill(grace=10.0)
+        assert process.returncode == -9  # nsinit's own end after a kill: SIGTERM's default gives -15
+        assert not Path(f"/proc/{process.pid}").exists() or "Z" in Path(f"/proc/{process.pid}/stat").read_text().split()[2]
