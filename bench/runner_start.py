@@ -12,8 +12,10 @@ with it. Two measurements, each with `KEVIN_RUNNER_FORK` on and off, on the same
           from launch to ready per runner, the runner's own `import` seconds, the wall until all are
           ready, and the CPU seconds the runners and their supervisors used (/proc stat).
   batch   `kevin eval-batch` over the bundled set on the cpp back end (`--jobs J`), build and baseline
-          caches warmed first by one pass, then each mode in turn, `--repeats` times: wall, seconds
-          per candidate, and whether every verdict matches across modes.
+          caches warmed first by one pass, then each mode in turn, `--repeats` times (`exec`: runners
+          executed afresh; `fork`: forked from their judge, the default; `zygote`: judges forked from
+          a zygote too, KEVIN_WORKER_ZYGOTE=1): wall, seconds per candidate, and whether every
+          verdict matches across modes.
 
 Usage:  PYTHONPATH=. python bench/runner_start.py --out bench/results/runner_start_cpu
         [--concurrent 1,4,8] [--repeats 2] [--jobs 2] [--skip-batch]
@@ -101,9 +103,19 @@ def starts(concurrent: list[int], repeats: int) -> list[dict]:
     return rows
 
 
-def batch(cache: Path, jobs: int, fork: bool, out: Path) -> dict:
+BATCH_MODES = {
+    "exec": {"KEVIN_RUNNER_FORK": "0", "KEVIN_WORKER_ZYGOTE": "0"},
+    "fork": {"KEVIN_RUNNER_FORK": "1", "KEVIN_WORKER_ZYGOTE": "0"},
+    "zygote": {"KEVIN_RUNNER_FORK": "1", "KEVIN_WORKER_ZYGOTE": "1"},
+}
+"""Batch modes: runners executed afresh; runners forked from their judge (the default); judges
+forked from a zygote too (kevin.evaluator.zygote, opt-in)."""
+
+
+def batch(cache: Path, jobs: int, mode: str, out: Path) -> dict:
     out.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(REPO), KEVIN_RUNNER_FORK="1" if fork else "0")
+    fork = mode != "exec"
+    env = dict(os.environ, PYTHONPATH=str(REPO), **BATCH_MODES[mode])
     command = [sys.executable, "-m", "kevin", "eval-batch", "--backend", "cpp", "--jobs", str(jobs), "--quiet",
                "--cache-dir", str(cache), "--out", str(out), "--seed", "7"]  # fmt: skip
     started = time.perf_counter()
@@ -115,10 +127,11 @@ def batch(cache: Path, jobs: int, fork: bool, out: Path) -> dict:
     verdicts = {r["id"]: (r["stage"], r["correct"]) for r in results}
     forked = [(r.get("checks") or {}).get("confinement", {}).get("forked") for r in results]
     totals = [sum((r.get("stage_seconds") or {}).values()) for r in results]
-    if any(bool(f) != fork for f in forked):
-        raise SystemExit(f"KEVIN_RUNNER_FORK={int(fork)} did not reach every worker: forked flags {forked}")
+    zygote = [(r.get("checks") or {}).get("worker_boot", {}).get("zygote") for r in results]
+    if any(bool(f) != fork for f in forked) or any(bool(z) != (mode == "zygote") for z in zygote):
+        raise SystemExit(f"mode {mode} did not reach every worker: forked {forked}, zygote {zygote}")
     return {
-        "mode": "fork" if fork else "exec", "wall_s": round(wall, 2), "candidates": len(results),
+        "mode": mode, "wall_s": round(wall, 2), "candidates": len(results),
         "seconds_per_candidate": round(wall / max(1, len(results)), 3),
         "worker_s_median": round(statistics.median(totals), 3) if totals else None,
         "forked": sum(bool(f) for f in forked), "verdicts": verdicts,
@@ -127,12 +140,12 @@ def batch(cache: Path, jobs: int, fork: bool, out: Path) -> dict:
 
 def batches(jobs: int, repeats: int, work: Path) -> list[dict]:
     cache = work / "cache"
-    batch(cache, jobs, True, work / "warm.jsonl")  # builds and baselines cached: both modes alike
+    batch(cache, jobs, "fork", work / "warm.jsonl")  # builds and baselines cached: every mode alike
     print("batch: caches warmed", flush=True)
     rows = []
     for repeat in range(repeats):
-        for fork in (False, True):
-            row = batch(cache, jobs, fork, work / f"{repeat}_{int(fork)}.jsonl")
+        for mode in BATCH_MODES:
+            row = batch(cache, jobs, mode, work / f"{repeat}_{mode}.jsonl")
             rows.append({"repeat": repeat, **row})
             print(f"batch {repeat} {row['mode']}: {row['wall_s']} s for {row['candidates']}", flush=True)
     return rows

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import cores
+from kevin.evaluator import cores, zygote
 from kevin.evaluator.confine import authentic, descendants, kill_descendants
 from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
@@ -168,9 +168,10 @@ def scrubbed_env(workdir: Path, token: str, extra: dict[str, str] | None = None)
 
 @dataclass
 class StartedWorker:
-    """A worker process waiting for its job (it boots first: kevin.evaluator.spares)."""
+    """A worker process waiting for its job (it boots first: kevin.evaluator.spares): a Popen, or a
+    kevin.evaluator.zygote.ZygoteChild."""
 
-    process: subprocess.Popen
+    process: Any
     workdir: Path
     token: str
     read_fd: int
@@ -194,8 +195,9 @@ class StartedWorker:
 
 SPARE_NICENESS = 10
 """The scheduler weight of a worker booted ahead of its job (its session's autogroup: the worker and
-its two runners), until its job comes: its boot (three processes importing torch, seconds of CPU
-each) is work for later. On the CPU back end the host is the device a timing measures: at nice 0 a
+its two runners), until its job comes: its boot (the judge importing torch, seconds of CPU, and
+its two runners, forked from it since session 27: executed afresh, each imported torch too) is work
+for later. On the CPU back end the host is the device a timing measures: at nice 0 a
 batch's spares took whole time slices from the runner being timed (session 25, 2 cores, `--jobs
 2`: a 1.1 ms C++ kernel timed at 2.4-3.8 ms while the next two spares booted). On a GPU back end
 they took the cores from the jobs of now: session 26's H200 run started a step's 16 replacement
@@ -219,19 +221,22 @@ def start_worker(
     log_path = workdir / "worker.log"
     read_fd, write_fd = os.pipe()
     job_read, job_write = os.pipe()
+    env = scrubbed_env(workdir, token, {**(env_extra or {}), BOOT_VARIABLE: json.dumps(spec)})
     try:
         with open(log_path, "wb") as log_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "kevin.evaluator.worker", str(job_read), str(write_fd)],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-                env=scrubbed_env(workdir, token, {**(env_extra or {}), BOOT_VARIABLE: json.dumps(spec)}),
-                start_new_session=True,
-                pass_fds=(write_fd, job_read),
-                close_fds=True,
-            )
+            process: Any = _forked_worker(env, workdir, log_file.fileno(), job_read, write_fd)
+            if process is None:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "kevin.evaluator.worker", str(job_read), str(write_fd)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    cwd=workdir,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(write_fd, job_read),
+                    close_fds=True,
+                )
     except BaseException:
         for fd in (read_fd, write_fd, job_read, job_write):
             os.close(fd)
@@ -241,6 +246,25 @@ def start_worker(
     os.close(job_read)
     niced = ahead and cores.nicer_session(process.pid, SPARE_NICENESS) == "set"
     return StartedWorker(process, workdir, token, read_fd, job_write, log_path, niced)
+
+
+def _forked_worker(env: dict[str, str], workdir: Path, log_fd: int, job_read: int, write_fd: int) -> Any:
+    """The worker forked from this process's zygote (kevin.evaluator.zygote) when KEVIN_WORKER_ZYGOTE=1,
+    else None (or None with a warning, once, when the zygote cannot start: executed afresh then)."""
+    if not zygote.enabled():
+        return None
+    try:
+        base = {k: v for k, v in env.items() if k not in (TOKEN_VARIABLE, BOOT_VARIABLE)}
+        process = zygote.shared(dict(base, HOME=tempfile.gettempdir(), TMPDIR=tempfile.gettempdir()))
+        return process.fork(["{0}", "{1}"], [job_read, write_fd], env, str(workdir), log_fd)
+    except (OSError, RuntimeError) as exc:
+        if not _ZYGOTE_WARNED:
+            _ZYGOTE_WARNED.append(True)
+            print(f"kevin: workers start afresh (the worker zygote failed: {exc})", file=sys.stderr)
+        return None
+
+
+_ZYGOTE_WARNED: list[bool] = []
 
 
 def run_worker(
@@ -315,7 +339,7 @@ def _send_job(fd: int, job: dict[str, Any]) -> None:
         pass
 
 
-def _supervise(process: subprocess.Popen, read_fd: int, limits: Limits, channel_token: str) -> WorkerOutcome:
+def _supervise(process: Any, read_fd: int, limits: Limits, channel_token: str) -> WorkerOutcome:
     stage = "setup"
     deadline = time.monotonic() + limits.timeout_for(stage)
     stage_log: list[tuple[str, float]] = [(stage, 0.0)]

@@ -236,6 +236,9 @@ def forkable() -> str:
 
 
 FORK_VARIABLE = "KEVIN_RUNNER_FORK"
+FORKED_FROM: list[str] = []
+"""What this process was forked from instead of being executed ("zygote": a worker forked by
+kevin.evaluator.zygote), for its reports."""
 _SEALED: list[str] = []
 
 

@@ -158,6 +158,7 @@ def main(argv: list[str]) -> int:
             "booted": runner is not None,
             "control_booted": control is not None,
             "job_wait_s": round(job_wait_s, 3),
+            "zygote": "zygote" in spawn.FORKED_FROM,  # forked from its service's zygote, not executed
         }
         if "spare_weight" in job:  # booted at a spare's niceness, put back for the job
             harness.checks["worker_boot"]["weight_restored"] = job["spare_weight"]
