@@ -490,6 +490,8 @@ def _kill_everything(session: int, token: str) -> tuple[list[str], int]:
         if not seen:
             break
         time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(session, signal.SIGKILL)  # the worker itself, stopped above, whatever its session
     entries = [found[pid] for pid in sorted(found)]
     return [text for text, _ in entries], sum(not ending for _, ending in entries)
 

@@ -262,19 +262,25 @@ def serve(control: socket.socket) -> None:
                     os.close(fd)
                 continue
             status = socket.socket(fileno=fds[0])
+            set_up, set_up_write = os.pipe()
             try:
                 pid = os.fork()
             except OSError as exc:
                 status.send(json.dumps({"error": str(exc)}).encode())
                 status.close()
-                for fd in fds[1:]:
+                for fd in [*fds[1:], set_up, set_up_write]:
                     os.close(fd)
                 continue
             if pid == 0:
                 signal.set_wakeup_fd(-1)
                 _child(request, fds)
-            for fd in fds[1:]:
+            for fd in [*fds[1:], set_up_write]:
                 os.close(fd)
+            # The pid goes back once the child leads its session and holds only its descriptors (the
+            # end of `set_up` closes with the rest): the sandbox finds and kills a worker by its
+            # session, and one stopped before its setsid would be in nobody's.
+            select.select([set_up], [], [], 30.0)
+            os.close(set_up)
             status.send(json.dumps({"pid": pid}).encode())
             children[pid] = status
     finally:

@@ -57,11 +57,21 @@ def test_a_forked_worker_judges_as_an_executed_one(task, config, monkeypatch):  
 
 
 def test_a_forked_worker_is_a_session_leader_and_its_status_comes_back(tmp_path, monkeypatch):
+    """Its session is how the sandbox finds and kills a worker: it must lead one from the moment its
+    pid comes back (a spare discarded at once was stopped before its setsid, in nobody's session,
+    and never killed: the suite hung)."""
     monkeypatch.setenv(zygote.VARIABLE, "1")
+    for _ in range(8):
+        worker = start_worker(_spec(tmp_path), workdir_root=str(tmp_path))
+        try:
+            assert os.getsid(worker.process.pid) == worker.process.pid
+            assert os.getpgid(worker.process.pid) == worker.process.pid
+        finally:
+            worker.discard()
+        assert worker.process.returncode == -signal.SIGKILL
     worker = start_worker(_spec(tmp_path), workdir_root=str(tmp_path))
     try:
         assert isinstance(worker.process, zygote.ZygoteChild)
-        assert os.getsid(worker.process.pid) == worker.process.pid
         assert worker.process.poll() is None
         worker.process.send_signal(signal.SIGTERM)
         assert worker.process.wait(30) == -signal.SIGTERM
