@@ -262,17 +262,18 @@ def test_timed_inputs_are_fresh_values_not_rows_seen_before():
 
 
 def _workers_of(parent: int) -> list[int]:
+    """The workers below `parent`: its children, or with KEVIN_WORKER_ZYGOTE=1 its zygote and the
+    workers forked from it (they carry the zygote's command line)."""
+    from kevin.evaluator.confine import descendants
+
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in descendants(parent):
         try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"kevin.evaluator.worker" in cmdline:
-            found.append(int(entry.name))
+        if b"kevin.evaluator.worker" in cmdline or b"kevin.evaluator.zygote" in cmdline:
+            found.append(pid)
     return found
 
 
