@@ -1,8 +1,8 @@
 """The judge's process: start one, watch it, end it and everything below it.
 
 `run_worker(job, limits)` starts `python -m kevin.evaluator.worker` (the judge, which never loads
-candidate code; kevin.evaluator.worker) in a process session of its own (spawned fresh, never forked
-from a process that touched CUDA), with
+candidate code; kevin.evaluator.worker) in a process session of its own (spawned fresh, or with
+KEVIN_WORKER_ZYGOTE=1 forked from kevin.evaluator.zygote, which never touches CUDA), with
 
   * its own temporary directory as cwd, HOME and TMPDIR, removed afterwards;
   * a scrubbed environment (an allow-list: toolchain and GPU variables only, no tokens or keys);
