@@ -336,7 +336,7 @@ def _fork_supervisor(
         for number, handle in enumerate(handles):
             if handle is not None and handle != number:
                 os.dup2(handle, number)
-        _fresh_streams()
+        fresh_streams()
         nsinit._close_all_but({0, 1, 2, *keep})
         for fd in keep:
             os.set_inheritable(fd, True)
@@ -353,7 +353,7 @@ def _fork_supervisor(
     os._exit(127)
 
 
-def _fresh_streams() -> None:
+def fresh_streams() -> None:
     """Python's standard streams on descriptors 0-2, as a fresh interpreter has them (the parent's may
     be anything: a capture, a buffer holding its output), unbuffered as under PYTHONUNBUFFERED."""
     import io

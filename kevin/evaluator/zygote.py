@@ -178,16 +178,16 @@ def shared(env: dict[str, str]) -> Zygote:
 
 
 def _child(request: dict[str, Any], fds: list[int]) -> None:
-    """In the fork: become the worker. Never returns."""
+    """In the fork: become the worker. Never returns (nsinit's end of a forked target: the worker's
+    code, a traceback on its log for an exception)."""
     import gc
 
-    from kevin.evaluator import spawn
-
-    spawn.FORKED_FROM.append("zygote")
+    from kevin.evaluator import nsinit, spawn
 
     gc.freeze()  # the zygote's objects whose descriptors are closed below are never collected here
-    code = 1
-    try:
+    spawn.FORKED_FROM.append("zygote")
+
+    def become_worker() -> int:
         status, log, *passed = fds
         os.close(status)
         os.setsid()
@@ -195,43 +195,23 @@ def _child(request: dict[str, Any], fds: list[int]) -> None:
         os.dup2(null, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
-        keep = {0, 1, 2, *passed}
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) not in keep:
-                with contextlib.suppress(OSError):
-                    os.close(int(name))
+        nsinit._close_all_but({0, 1, 2, *passed})
         for fd in passed:
             os.set_inheritable(fd, True)
-        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(number, signal.SIG_DFL)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        import io
         import tempfile
 
         tempfile.tempdir = None
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace")
-        argv = [arg.format(*passed) for arg in request["argv"]]
-        sys.argv = ["kevin.evaluator.worker", *argv]
+        spawn.fresh_streams()
+        sys.argv = ["kevin.evaluator.worker", *(arg.format(*passed) for arg in request["argv"])]
         sys.path[0] = request["cwd"]
         from kevin.evaluator.worker.__main__ import main
 
-        code = int(main(sys.argv) or 0)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: BLE001 - the worker's own failure, for its log
-        import traceback
+        return main(sys.argv)
 
-        with contextlib.suppress(BaseException):
-            traceback.print_exc()
-    finally:
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    nsinit._run_target(become_worker)
 
 
 def serve(control: socket.socket) -> None:
