@@ -306,7 +306,6 @@ def _fork_supervisor(
     """Fork S: in the child, the standard streams (None, DEVNULL, PIPE, a file or a descriptor), the
     descriptors, the directory and the environment as Popen would set them for `command`, then
     nsinit.main with `target` (never returns)."""
-    import gc
     import subprocess
     import warnings
 
@@ -331,26 +330,43 @@ def _fork_supervisor(
             setattr(forked, ("stdin", "stdout", "stderr")[number], open(ours, "wb" if number == 0 else "rb"))
         return forked
     try:
-        gc.freeze()  # objects of the parent's that own descriptors closed below are never collected
         handles = [pipes[n][0] if n in pipes else _fileno(stream) for n, stream in enumerate(streams)]
-        for number, handle in enumerate(handles):
-            if handle is not None and handle != number:
-                os.dup2(handle, number)
-        fresh_streams()
-        nsinit._close_all_but({0, 1, 2, *keep})
-        for fd in keep:
-            os.set_inheritable(fd, True)
-        if cwd is not None:
-            os.chdir(cwd)
-        if env is not None:
-            os.environ.clear()
-            os.environ.update(env)
+        take_over(handles, keep, cwd, env)
         nsinit.main(command[4:], run=target)  # [python, -I, -S, nsinit.py, --spawner=..., ..., --, argv]
     except BaseException as exc:  # noqa: BLE001 - reported as nsinit would, then gone
         with contextlib.suppress(BaseException):
             report = int(next(arg for arg in command if arg.startswith("--report="))[9:])
             os.write(report, f"error fork: {type(exc).__name__}: {exc}\n".encode())
     os._exit(127)
+
+
+def take_over(
+    handles: list[int | None], keep: Iterable[int], cwd: str | None, env: dict[str, str] | None
+) -> None:
+    """In a fork, what an exec would have given it: `handles` (None: as inherited) on descriptors
+    0-2 and Python's streams fresh on them, only `keep` besides (inheritable), the folder, the
+    environment, no temporary folder remembered from the parent. The parent's objects whose
+    descriptors are closed here are never collected (gc.freeze): one could close a reused number."""
+    import gc
+    import tempfile
+
+    from kevin.evaluator import nsinit
+
+    gc.freeze()
+    for number, handle in enumerate(handles):
+        if handle is not None and handle != number:
+            os.dup2(handle, number)
+    fresh_streams()
+    keep = set(keep)
+    nsinit._close_all_but({0, 1, 2, *keep})
+    for fd in keep:
+        os.set_inheritable(fd, True)
+    if cwd is not None:
+        os.chdir(cwd)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    tempfile.tempdir = None
 
 
 def fresh_streams() -> None:

@@ -180,31 +180,15 @@ def shared(env: dict[str, str]) -> Zygote:
 def _child(request: dict[str, Any], fds: list[int]) -> None:
     """In the fork: become the worker. Never returns (nsinit's end of a forked target: the worker's
     code, a traceback on its log for an exception)."""
-    import gc
-
     from kevin.evaluator import nsinit, spawn
 
-    gc.freeze()  # the zygote's objects whose descriptors are closed below are never collected here
     spawn.FORKED_FROM.append("zygote")
 
     def become_worker() -> int:
         status, log, *passed = fds
         os.close(status)
         os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        nsinit._close_all_but({0, 1, 2, *passed})
-        for fd in passed:
-            os.set_inheritable(fd, True)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        import tempfile
-
-        tempfile.tempdir = None
-        spawn.fresh_streams()
+        spawn.take_over([os.open(os.devnull, os.O_RDWR), log, log], passed, request["cwd"], request["env"])
         sys.argv = ["kevin.evaluator.worker", *(arg.format(*passed) for arg in request["argv"])]
         sys.path[0] = request["cwd"]
         from kevin.evaluator.worker.__main__ import main

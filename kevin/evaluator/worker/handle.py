@@ -111,13 +111,12 @@ RUNNER_NAME = b"kevin-runner"
 
 
 def _run_forked(argv: list[str], home: str, prepare: Callable[[], None]) -> int:
-    """A forked runner's start (kevin.evaluator.spawn, fork mode), where `python -m` would begin:
-    its arguments, its folder first on the path, no temporary folder remembered from the judge."""
+    """A forked runner's start (kevin.evaluator.spawn, fork mode: its descriptors, folder and
+    environment already its own), where `python -m` would begin: its arguments, its folder first on
+    the path, no exchange area of the judge's mapped."""
     import ctypes
-    import tempfile
 
     ctypes.CDLL(None).prctl(_PR_SET_NAME, RUNNER_NAME, 0, 0, 0)  # in `ps`, where its command line is the judge's
-    tempfile.tempdir = None
     exchange.unmap_inherited()
     sys.argv = [argv[0], *argv[1:]]
     sys.path[0] = home
