@@ -280,7 +280,9 @@ def main(argv: list[str]) -> int:
     import torch  # noqa: F401 - what every worker imports first: the point of this process
 
     import kevin.evaluator.worker.__main__  # noqa: F401 - the judge's modules
-    from kevin.evaluator import spawn
+    from kevin.evaluator import probes, spawn
+
+    probes.preload_profiler()  # what every judge's traced runner would import at its profiler's start
 
     reason = spawn.forkable()
     if reason:

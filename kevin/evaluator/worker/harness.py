@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import build, confine, devlock, fastbuild, spawn
+from kevin.evaluator import build, confine, devlock, fastbuild, probes, spawn
 from kevin.evaluator import inputs as trial_inputs
 from kevin.evaluator.compare import compare, summarize_trials
 from kevin.evaluator.confine import Channel
@@ -108,6 +108,8 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True, fork: b
     import torch
 
     fork = fork and not spawn.forkable()
+    if fork and traced:
+        probes.preload_profiler()  # once per judge: its forks then warm the profiler without importing
     runner = RunnerHandle(
         int(spec["area_bytes"]), lock=lock, env=env, cwd=str(home), forked=runner_heap if fork else None
     )
@@ -246,9 +248,11 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             raise Failure(
                 "runtime", "kevin's runner failed to start: " + failed.error, blame="infrastructure"
             ) from None
-        seconds = {}
+        seconds: dict[str, Any] = {}
         for reply in (runner.boot_reply, runner.context_reply or {}):
             seconds.update(reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {})
+            if reply.get("profiler_imports") is not None:
+                seconds["profiler_imports"] = reply["profiler_imports"]
         waited = self.checks.setdefault("runner_start_s", [])
         waited.append({"ready": round(time.perf_counter() - runner.started, 3), **seconds})
         return runner

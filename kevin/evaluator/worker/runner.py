@@ -61,6 +61,8 @@ class Runner:
         self.model: Any = None
         self.modules: list[Any] = []
         self.last_output: list[Any] = []
+        self.profiler_imports: int | None = None
+        """Modules the profiler's warm-up imported (None: not warmed): 0 where the judge preloaded them."""
 
     # -- commands ------------------------------------------------------------------------------------
     def boot(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -88,10 +90,15 @@ class Runner:
         self.traced = bool(job.get("traced", True))
         if self.traced and not self.is_cuda:
             profiler_started = time.perf_counter()
-            probes.warm_profiler(False)
+            self.profiler_imports = probes.warm_profiler(False)
             seconds["profiler"] = time.perf_counter() - profiler_started
         seconds["boot"] = time.perf_counter() - started
-        return {"ok": True, "pid": os.getpid(), "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+        return {
+            "ok": True,
+            "pid": os.getpid(),
+            "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            "profiler_imports": self.profiler_imports,
+        }
 
     def context(self, _: dict[str, Any]) -> dict[str, Any]:
         """The runner's device work before its problem: the CUDA context, the L2 flush buffer (the
@@ -114,10 +121,14 @@ class Runner:
                 )
             if self.traced:
                 profiler_started = time.perf_counter()
-                probes.warm_profiler(True)
+                self.profiler_imports = probes.warm_profiler(True)
                 seconds["profiler"] = time.perf_counter() - profiler_started
             torch.cuda.synchronize()
-        return {"ok": True, "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+        return {
+            "ok": True,
+            "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            "profiler_imports": self.profiler_imports,
+        }
 
     def setup(self, job: dict[str, Any]) -> dict[str, Any]:
         """The problem (after `boot`): its init inputs and the means to draw trial inputs."""
