@@ -320,7 +320,8 @@ def run_loop(run: Run) -> RunResult:
 
     With loop.time_limit_s, the launch ends early at the first step after which another step (as
     long as the longest of the last RECENT_STEPS) plus a held-out evaluation would pass the limit: that step is
-    evaluated and checkpointed as a last step is, and `stopped_by` says so. A launch whose first step
+    evaluated and, unless that evaluation's own time leaves room after all, checkpointed as a last step
+    is, and `stopped_by` says so. A launch whose first step
     and evaluation would already pass it (timed by the held-out evaluation at its start, or by the
     earlier launches' metrics) takes no step."""
     loop = run.config.loop
@@ -367,7 +368,10 @@ def run_loop(run: Run) -> RunResult:
         if loop.eval_every and (step % loop.eval_every == 0 or step == loop.steps or timed_out):
             metrics.update(evaluate_heldout(run, step))
             heldout_s = metrics.get("time/heldout_s", heldout_s)
-            timed_out = step < last and (timed_out or _out_of_time(run, started, longest_step_s + heldout_s))
+            # Asked again with this evaluation's own time: the start's (every reference timed, no
+            # verdict to reuse) is far longer than a later one's (H200, s28: 248 s, then 55 s), and a
+            # guard that forced this evaluation on the start's estimate may now find room for more.
+            timed_out = step < last and _out_of_time(run, started, longest_step_s + heldout_s)
         say(run, step_line(step, loop.steps, metrics))
         stopped_by = _record(run, step, metrics)
         if timed_out and not stopped_by:

@@ -468,3 +468,44 @@ def test_a_cold_first_step_does_not_end_a_long_launch_early(tmp_path, monkeypatc
     # Guarded by the cold step for ever, the run would stop once another 6 s no longer fit (after
     # 14.5 s); guarded by the last RECENT_STEPS, it stops when a warm step no longer fits: at 20 s.
     assert sum(steps) == pytest.approx(20.0), steps
+
+
+class ColdHeldoutPolicy(CyclingPolicy):
+    """The start's held-out sampling is slow (8 s: the start times every reference and reuses no
+    verdict), every later sampling, a step's or a held-out evaluation's, quick (1 s)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.calls = 0
+
+    def generate(self, prompts, sampling):
+        self.calls += 1
+        self.clock.now += 8.0 if self.calls == 1 else 1.0
+        return super().generate(prompts, sampling)
+
+
+def test_an_evaluation_forced_by_the_time_guard_times_the_next_guard(tmp_path, monkeypatch):
+    """The H200 (s28): the start's held-out evaluation took 248 s and a later one 55 s (identical
+    kernels reused). Guarded by the start's, the run evaluated at step 5 because another step and
+    evaluation would not fit, then stopped although, timed by that very evaluation, more steps did:
+    264 s of its budget went unused. The guard after an evaluation uses that evaluation's time."""
+    from kevin.train import loop
+
+    clock = VirtualClock()
+    monkeypatch.setattr(loop, "time", clock)
+    config = _limited(30.0, eval_max_tasks=1, steps=200)
+    result = train(
+        config,
+        tmp_path / "run",
+        tasks=tasks(10, levels=(1,)),
+        policy_factory=lambda run: ColdHeldoutPolicy(clock),
+        evaluator_factory=lambda run: FakeEvaluator(),
+        out=lambda line: None,
+    )
+    assert "loop.time_limit_s=30" in result.stopped_by
+    evaluated = [row["step"] for row in result.history if "heldout/correct" in row]
+    # Guarded by the start's 8 s for ever, the first forced evaluation (after step 14, at 23 s) ended
+    # the launch. Timed by its own 1 s, steps go on until a step and an evaluation no longer fit.
+    assert evaluated == [0, 14, 20], evaluated
+    assert result.last_step == 20 and clock.now == pytest.approx(30.0), (result.last_step, clock.now)
