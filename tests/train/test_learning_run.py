@@ -440,16 +440,16 @@ class VirtualClock:
 
 
 class ColdStartPolicy(CyclingPolicy):
-    """The first step's sampling is slow (a cold start: 6 s), every later one quick (0.5 s)."""
+    """The first sampling is slow (a cold start: `first_s`), every later one quick (`then_s`)."""
 
-    def __init__(self, clock: VirtualClock) -> None:
+    def __init__(self, clock: VirtualClock, first_s: float = 6.0, then_s: float = 0.5) -> None:
         super().__init__()
-        self.clock = clock
+        self.clock, self.first_s, self.then_s = clock, first_s, then_s
         self.calls = 0
 
     def generate(self, prompts, sampling):
         self.calls += 1
-        self.clock.now += 6.0 if self.calls == 1 else 0.5
+        self.clock.now += self.first_s if self.calls == 1 else self.then_s
         return super().generate(prompts, sampling)
 
 
@@ -481,21 +481,6 @@ def test_a_cold_first_step_does_not_end_a_long_launch_early(tmp_path, monkeypatc
     assert sum(steps) == pytest.approx(20.0), steps
 
 
-class ColdHeldoutPolicy(CyclingPolicy):
-    """The start's held-out sampling is slow (8 s: the start times every reference and reuses no
-    verdict), every later sampling, a step's or a held-out evaluation's, quick (1 s)."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        super().__init__()
-        self.clock = clock
-        self.calls = 0
-
-    def generate(self, prompts, sampling):
-        self.calls += 1
-        self.clock.now += 8.0 if self.calls == 1 else 1.0
-        return super().generate(prompts, sampling)
-
-
 def test_an_evaluation_forced_by_the_time_guard_times_the_next_guard(tmp_path, monkeypatch):
     """The H200 (s28): the start's held-out evaluation took 248 s and a later one 55 s (identical
     kernels reused). Guarded by the start's, the run evaluated at step 5 because another step and
@@ -510,7 +495,9 @@ def test_an_evaluation_forced_by_the_time_guard_times_the_next_guard(tmp_path, m
         config,
         tmp_path / "run",
         tasks=tasks(10, levels=(1,)),
-        policy_factory=lambda run: ColdHeldoutPolicy(clock),
+        # The start's held-out sampling takes 8 s (every reference timed, no verdict reused), every
+        # later sampling, a step's or a held-out evaluation's, 1 s.
+        policy_factory=lambda run: ColdStartPolicy(clock, first_s=8.0, then_s=1.0),
         evaluator_factory=lambda run: FakeEvaluator(),
         out=lambda line: None,
     )
