@@ -45,6 +45,18 @@ from pathlib import Path
 
 POLL_S = 0.02
 
+SECTIONS: list[list] = []
+"""This process's hold on the device, for its verdict's timeline (`checks.timeline`, read by
+bench/step_timeline.py): [kind, asked, held, released] in `time.time()` seconds (comparable across
+the workers of a host), kind "shared", "exclusive" or "admit" (released None: admission lasts
+until exit). At most SECTIONS_KEPT: a judge takes a few dozen."""
+SECTIONS_KEPT = 400
+
+
+def _record(kind: str, asked: float, held: float, released: float | None) -> None:
+    if len(SECTIONS) < SECTIONS_KEPT:
+        SECTIONS.append([kind, asked, held, released])
+
 
 def lock_files(path: str | Path, slots: int) -> list[Path]:
     """Every file a DeviceLock on `path` with `slots` slots opens."""
@@ -89,6 +101,7 @@ class DeviceLock:
     def admit(self, weight: int = 1) -> None:
         """Take `weight` slots (clamped to 1..slots); blocks until they are free. Held until exit."""
         weight = max(1, min(weight, self.slots))
+        asked = time.time()
         fcntl.flock(self._admit, fcntl.LOCK_EX)
         try:
             free = [i for i in range(self.slots)]
@@ -109,27 +122,31 @@ class DeviceLock:
         finally:
             fcntl.flock(self._admit, fcntl.LOCK_UN)
         self.weight = weight
+        _record("admit", asked, time.time(), None)
 
     def shared(self) -> AbstractContextManager[None]:
         """Device work that may overlap other workers' (inputs, correctness, the reference)."""
-        return self._section(fcntl.LOCK_SH)
+        return self._section(fcntl.LOCK_SH, "shared")
 
     def exclusive(self) -> AbstractContextManager[None]:
         """Nothing else on the device meanwhile (timing)."""
-        return self._section(fcntl.LOCK_EX)
+        return self._section(fcntl.LOCK_EX, "exclusive")
 
     @contextmanager
-    def _section(self, mode: int) -> Iterator[None]:
+    def _section(self, mode: int, kind: str) -> Iterator[None]:
+        asked = time.time()
         # Through the turnstile: a waiting exclusive section holds it, so later ones queue behind.
         fcntl.flock(self._turn, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._main, mode)
         finally:
             fcntl.flock(self._turn, fcntl.LOCK_UN)
+        held = time.time()
         try:
             yield
         finally:
             fcntl.flock(self._main, fcntl.LOCK_UN)
+            _record(kind, asked, held, time.time())
 
 
 def hold(path: str | Path) -> int:

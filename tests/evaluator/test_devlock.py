@@ -107,6 +107,28 @@ def test_a_waiting_timer_is_not_overtaken_by_later_shared_sections(lock_path, tm
     assert late_shared[1] >= timed[2], "a shared section that asked later ran before the waiting timer"
 
 
+def test_each_hold_is_recorded_with_when_it_was_asked_taken_and_let_go(lock_path, tmp_path, monkeypatch):
+    """The verdict's timeline (checks.timeline) reads these: a hold's wait is held - asked."""
+    monkeypatch.setattr(devlock, "SECTIONS", [])
+    at = time.time() + 2.0
+    holder = start(lock_path, tmp_path / "log", "s:1.0", at)  # another worker, shared for 1 s from `at`
+    lock = devlock.DeviceLock(lock_path, 4)
+    lock.admit(1)
+    with lock.shared():
+        time.sleep(0.05)
+    time.sleep(max(0.0, at + 0.3 - time.time()))  # the other is inside its section by now
+    with lock.exclusive():
+        pass
+    finish([holder], tmp_path / "log")
+    lock.close()
+    assert [entry[0] for entry in devlock.SECTIONS] == ["admit", "shared", "exclusive"]
+    admit, shared, exclusive = devlock.SECTIONS
+    assert admit[1] <= admit[2] and admit[3] is None  # admission lasts until exit
+    assert shared[1] <= shared[2] and shared[3] - shared[2] >= 0.05
+    assert exclusive[1] <= exclusive[2] <= exclusive[3]
+    assert exclusive[2] - exclusive[1] >= 0.3, exclusive  # it waited for the other's shared section
+
+
 def test_sizing_rules():
     assert devlock.footprint_bytes(None, 7) is None
     assert devlock.footprint_bytes(10, 7) == 10 * 18

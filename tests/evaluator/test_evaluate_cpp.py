@@ -181,6 +181,16 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     # Both were forked from the judge (kevin.evaluator.spawn, fork mode) with torch imported: the
     # runner's own import of it costs nothing (an exec'd runner's took ~1 s here, seconds on the H200).
     assert result.checks["confinement"]["forked"] and started["import"] < 0.05
+    # Its judge had imported what the profiler's first start imports (torch._inductor and the rest).
+    assert started["profiler_imports"] == 0
+    # The verdict's timeline (bench/step_timeline.py): the job, then the stages in order, the end.
+    timeline = result.checks["timeline"]
+    names, times = zip(*timeline["stages"])
+    assert names[0] == "job" and {"correctness", "timing"} <= set(names), names
+    assert list(times) == sorted(times) and timeline["end"] >= times[-1] and timeline["t0"] > 1e9
+    for kind, asked, held, released in timeline["device"]:
+        assert kind in ("admit", "shared", "exclusive") and asked <= held
+        assert released is None or held <= released <= timeline["end"]
     assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "bracket candidate", "timing baseline", "bracket baseline"}
     # The overhead taken off was measured around the timed calls, in the runner that then timed the
     # baseline (no third runner started).

@@ -23,7 +23,7 @@ from kevin.evaluator.confine import Channel
 from kevin.evaluator.spares import BOOT_VARIABLE, boot_spec
 from kevin.evaluator.worker.handle import RunnerHandle
 from kevin.evaluator.worker.harness import Harness, launch_runner
-from kevin.evaluator.worker.support import Failure, short_exception
+from kevin.evaluator.worker.support import Failure, short_exception, timeline
 
 
 def read_job(fd: int) -> dict[str, Any]:
@@ -127,6 +127,7 @@ def _boot_failed(exc: BaseException, *runners: RunnerHandle | None) -> tuple[Non
 
 
 def main(argv: list[str]) -> int:
+    started = time.time()
     cores.at_start()  # before any thread: this judge, its runners, broker and compilers inherit it
     confine.die_with_parent()
     confine.become_subreaper()
@@ -135,6 +136,7 @@ def main(argv: list[str]) -> int:
     runner, control = boot_up(spec, job_waiting=lambda: bool(select.select([job_fd], [], [], 0)[0]))
     waiting = time.perf_counter()
     job = read_job(job_fd)
+    job_at = time.time()
     spawn.seal_forks("the judge has read its job (its secrets are in its memory)")
     job_wait_s = time.perf_counter() - waiting
     channel = Channel(int(argv[2]), job.pop("channel_token"))
@@ -147,6 +149,7 @@ def main(argv: list[str]) -> int:
         runner = control = None
     # Building the shim (once per toolchain, ~30-60 s) is build work: under the compile deadline.
     channel.send({"event": "stage", "stage": "compile"})
+    broker_at = time.time()
     Path(job["build_cache"]).mkdir(parents=True, exist_ok=True)
     broker = start_broker(job)
     channel.send({"event": "stage", "stage": "setup"})
@@ -179,6 +182,8 @@ def main(argv: list[str]) -> int:
         result.setdefault("flags", []).extend(harness.flags)
         result.setdefault("compiled", harness.compiled)
         result["checks"] = dict(harness.checks, trace=harness.trace)
+        stages = [["job", job_at], ["compile", broker_at], *harness.stage_log]  # the broker's start
+        result["checks"]["timeline"] = timeline(started, stages, devlock.SECTIONS)
         result["stage_seconds"] = harness.stage_seconds
         result["builds"] = harness.builds
         result["versions"] = versions(harness.torch)

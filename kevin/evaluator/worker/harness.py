@@ -171,6 +171,8 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         self.stage_started = time.perf_counter()
         self.stage_seconds: dict[str, float] = {}
         self.stage_name = "setup"
+        self.stage_log: list[list[Any]] = [[self.stage_name, time.time()]]
+        """[stage, `time.time()` at its start] in order (the verdict's `checks.timeline`)."""
         self.flags: list[str] = []
         self.compiled = False
         self.checks: dict[str, Any] = {}
@@ -186,6 +188,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         spent = self.stage_seconds.get(self.stage_name, 0.0) + now - self.stage_started
         self.stage_seconds[self.stage_name] = round(spent, 4)
         self.stage_name, self.stage_started = name, now
+        self.stage_log.append([name, time.time()])
         self.channel.send({"event": "stage", "stage": name})
 
     def sync(self) -> None:

@@ -79,3 +79,21 @@ def cast_floating(model: Any, dtype: Any) -> Any:
     if dtype == torch.float32:
         return model
     return model.to(dtype)
+
+
+def timeline(started: float, stages: list[list[Any]], sections: list[list[Any]]) -> dict[str, Any]:
+    """A judge's verdict's `checks.timeline`: when its process started (`t0`, `time.time()`), and in
+    seconds after that its stages' starts ([name, at]), its holds on the device ([kind, asked, held,
+    released], kevin.evaluator.devlock.SECTIONS: a spare's boot included) and its `end`.
+    bench/step_timeline.py lines up a step's verdicts by them: what held the device, who waited."""
+    import time
+
+    def after(at: float | None) -> float | None:
+        return None if at is None else round(at - started, 3)
+
+    return {
+        "t0": round(started, 3),
+        "stages": [[name, after(at)] for name, at in stages],
+        "device": [[kind, *(after(at) for at in times)] for kind, *times in sections],
+        "end": after(time.time()),
+    }
