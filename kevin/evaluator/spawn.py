@@ -235,6 +235,17 @@ def forkable() -> str:
     return ""
 
 
+def cuda_driver_mapped() -> bool:
+    """Whether the CUDA driver's library is mapped into this process. torch loads it at its first
+    CUDA call, not at its import; once the driver has started, a forked child cannot use CUDA."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as handle:
+            maps = handle.read()
+    except OSError:
+        return False
+    return "/libcuda.so" in maps
+
+
 FORK_VARIABLE = "KEVIN_RUNNER_FORK"
 FORKED_FROM: list[str] = []
 """What this process was forked from instead of being executed ("zygote": a worker forked by

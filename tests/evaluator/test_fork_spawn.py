@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -335,3 +336,34 @@ def test_a_forked_runner_warms_the_profiler_without_importing(tmp_path, fork):
         assert imported == 0, imported
     else:
         assert imported > 100, imported
+
+
+DRIVER = """
+import ctypes, json, sys
+from pathlib import Path
+import torch
+from kevin.evaluator import probes, spawn
+from kevin.evaluator.worker import harness
+from test_fork_spawn import _spec
+root, fake = Path(sys.argv[1]), sys.argv[2]
+before = spawn.cuda_driver_mapped()
+probes.preload_profiler = lambda: ctypes.CDLL(fake)  # as if those imports had loaded the driver
+runner = harness.launch_runner(_spec(root), root / "home", traced=True, fork=True)
+runner.reply("boot")
+print(json.dumps([before, runner.confinement["forked"], spawn.forkable()]))
+runner.kill()
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for a stand-in libcuda")
+def test_a_preload_that_loads_the_cuda_driver_seals_the_forks(tmp_path):
+    """A child forked after the CUDA driver has started cannot use CUDA, and torch.cuda.is_initialized
+    does not see a driver another library started: the preload's imports are checked for it (a
+    stand-in libcuda.so.1 here), and the runner then starts afresh."""
+    fake = tmp_path / "libcuda.so.1"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(fake), "-x", "c", "-"], input="int kevin_stand_in;\n", text=True, check=True
+    )
+    before, forked, reason = _fresh(DRIVER, str(tmp_path), str(fake))
+    assert before is False and forked is False
+    assert reason == "importing the profiler's modules loaded the CUDA driver"
