@@ -28,21 +28,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verdict_health import episode_files  # noqa: E402  (the same run files, found the same way)
+
 KINDS = ("exclusive", "shared", "admit")
 
 
 def run_files(run_dir: Path) -> list[tuple[str, Path]]:
-    """(label, path) for the run's episodes and held-out files, in that order."""
-    for base in (run_dir, run_dir / "rl"):
-        found = []
-        for label, stem in (("train", "episodes.jsonl"), ("held-out", "heldout.jsonl")):
-            for name in (stem, stem + ".gz"):
-                if (base / name).is_file():
-                    found.append((label, base / name))
-                    break
-        if found:
-            return found
-    return []
+    """(label, path) for the run's episodes and held-out files (verdict_health's), in that order."""
+    return [("held-out" if p.name.startswith("heldout") else "train", p) for p in episode_files(run_dir)]
 
 
 def read_rows(files: list[tuple[str, Path]]) -> list[dict[str, Any]]:
