@@ -123,9 +123,19 @@ def test_a_worker_forked_from_the_zygote_holds_none_of_its_descriptors(tmp_path,
         assert targets[0] == "/dev/null" and targets[1] == targets[2] == str(second.log_path)
         zygote_sockets = {t for t in _descriptors(zygote.shared({}).process.pid) if t.startswith("socket:")}
         assert not set(targets) & zygote_sockets
+        # Nor the zygote's SIGCHLD handler (its wake-up on a child's end): an executed worker has none.
+        assert not _caught(second.process.pid) & (1 << (signal.SIGCHLD - 1))
     finally:
         for worker in (first, second):
             worker.discard()
+
+
+def _caught(pid: int) -> int:
+    """The mask of signals `pid` has handlers for (/proc's SigCgt)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return int(line.split()[1], 16)
+    raise AssertionError(f"no SigCgt for {pid}")
 
 
 def _descriptors(pid: int) -> list[str]:
