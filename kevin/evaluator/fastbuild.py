@@ -431,19 +431,39 @@ def run_killable(
     command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None
 ) -> tuple[int, str]:
     """Run a build command in a session of its own, at BUILD_NICENESS (its session too where no cores
-    are kept for timing); on timeout kill its group. (returncode, output)"""
+    are kept for timing); on timeout kill its group. (returncode, output)
+
+    Where its session is to be niced, the command waits at a gate (a shell reading a pipe) until the
+    session's weight is set: niced from outside after the start, a short command (or a compiler's
+    first moments) ran at the full weight before it (the stop of session 28 failed CI on it)."""
     niced = shutil.which("nice")
-    process = subprocess.Popen(
-        [niced, "-n", str(BUILD_NICENESS), *command] if niced else command,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    if not cores.current().kept:
+    command = [niced, "-n", str(BUILD_NICENESS), *command] if niced else command
+    gated = not cores.current().kept
+    gate_read, gate_write = os.pipe() if gated else (subprocess.DEVNULL, -1)
+    if gated:  # the gate is its stdin; the command itself gets /dev/null, as ungated
+        command = ["sh", "-c", 'read -r _; exec "$@" </dev/null', "sh", *command]
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=gate_read,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        if gated:
+            os.close(gate_write)
+        raise
+    finally:
+        if gated:
+            os.close(gate_read)
+    if gated:
         cores.nicer_session(process.pid, BUILD_NICENESS)
+        with contextlib.suppress(OSError):
+            os.write(gate_write, b"\n")
+        os.close(gate_write)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

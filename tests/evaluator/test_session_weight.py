@@ -48,6 +48,23 @@ def test_a_build_runs_in_a_session_of_its_own_at_the_build_niceness(tmp_path):
 
 
 @needs_autogroups
+def test_a_build_does_not_start_before_its_session_is_niced(tmp_path, monkeypatch):
+    """Niced from outside once started, a short command read its session at nice 0 (the stop of
+    session 28 failed CI on it): the command now waits until the weight is set, however late."""
+    real = cores.nicer_session
+
+    def late(pid: int, niceness: int) -> str:
+        time.sleep(0.3)
+        return real(pid, niceness)
+
+    monkeypatch.setattr(cores, "nicer_session", late)
+    returncode, output = run_killable(["cat", "/proc/self/autogroup"], tmp_path, 30)
+    assert returncode == 0 and output.split()[-1] == str(BUILD_NICENESS), output
+    returncode, output = run_killable(["sh", "-c", "cat; nice"], tmp_path, 30)
+    assert returncode == 0 and output.strip() == str(BUILD_NICENESS), output  # stdin reads empty, as before
+
+
+@needs_autogroups
 def test_where_cores_are_kept_for_timing_a_build_keeps_its_sessions_weight(tmp_path, monkeypatch):
     """No build can run on a kept timing core: lowering its session's weight there only starved it
     against spares booting for later jobs (session 26 on the H200: 14.5 s a build against 4.7)."""
