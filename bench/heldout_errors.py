@@ -33,23 +33,12 @@ sys.path.insert(0, str(REPO))
 
 from kevin.errors import UsageError  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
-from kevin.train.family import OPS, SPEC_FILE, TaskSpec  # noqa: E402
-from kevin.train.kernels.common import elementwise_fn  # noqa: E402
+from kevin.train.family import SPEC_FILE, TaskSpec  # noqa: E402
+from kevin.train.kernels.common import elementwise_fn, op_line_patterns  # noqa: E402
 
 CLASSES = ("passed", "f right", "constant", "ops", "no f")
 _F_BODY = re.compile(r"__device__ __forceinline__ float f\(float v\) \{\n(.*?)\n    return v;\n\}", re.S)
-_NUMBER = r"(-?[0-9][0-9.e+-]*f)"
-
-
-def _op_patterns() -> list[tuple[str, re.Pattern]]:
-    patterns = []
-    for op in OPS.values():
-        text = re.escape(op.c_form).replace(re.escape("{c}"), _NUMBER)
-        patterns.append((op.name, re.compile(rf"^    v = {text};$")))
-    return patterns
-
-
-PATTERNS = _op_patterns()
+PATTERNS = op_line_patterns()
 
 
 def read_ops(candidate: str | None) -> list[tuple[str, str | None]] | None:

@@ -126,6 +126,10 @@ def _sft_line(sft_record: dict) -> str:
     line = f"sft: {sft_record.get('steps')} steps, loss {sft_record.get('first_loss', 0):.3f} -> {sft_record.get('last_loss', 0):.3f}"
     if held:
         line += f"; held-out corpus loss {held[0][1]:.3f} -> {held[-1][1]:.3f} (min {min(v for _, v in held):.3f})"
+    constants = sft_record.get("val_constants") or []
+    if constants:
+        step, share, probability = constants[-1]
+        line += f"; its constants copied {share:.2f} (mean p {probability:.2f}) at step {step}"
     return line
 
 

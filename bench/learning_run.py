@@ -438,6 +438,7 @@ class LearningRun:
             "first_loss": result.losses[0],
             "last_loss": result.losses[-1],
             "val_losses": result.val_losses,
+            "val_constants": result.val_constants,
         }
         self.phase("sft", since)
         prebuild = getattr(evaluator, "prebuild", None)  # the real service's, started with it

@@ -43,6 +43,7 @@ import dataclasses
 import itertools
 import json
 import random
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ from kevin.rl.prompts import build_prompt
 from kevin.tasks import BUNDLED_SIZES, Task, with_size
 from kevin.train.family import OPS, TaskSpec
 from kevin.train.kernels import LABELS, Variant, variants
+from kevin.train.kernels.common import op_line_patterns
 
 CORPUS_FILE = "corpus.jsonl"
 CONSTANT_DRAWS = 3
@@ -75,6 +77,23 @@ class Sample:
 def completion_text(variant: Variant) -> str:
     """What the model writes for `variant`: the plan, one python block, the summary."""
     return f"{variant.plan}\n\n```python\n{variant.source}```\n\n{variant.summary}"
+
+
+_CONSTANT_OPS = "|".join(op.name for op in OPS.values() if op.constants)
+_PLAN_CONSTANT = re.compile(rf"\b(?:{_CONSTANT_OPS})\((-?[0-9][0-9.e+-]*)\)")
+_CODE_CONSTANTS = [pattern for _, pattern in op_line_patterns() if pattern.groups]
+
+
+def constant_spans(completion: str) -> list[tuple[int, int]]:
+    """Character spans of the constants `completion` copies from its prompt: each op's constant as
+    the plan names it (`scale(0.25)`) and as its line of `f` writes it (`v = v * 0.25f;`), in order.
+    What the warm start's validation scores copying on (kevin.train.sft: a third of session 28's
+    held-out kernels wrote another of the op's constants than the prompt's)."""
+    plan = completion.split("\n", 1)[0]
+    spans = [match.span(1) for match in _PLAN_CONSTANT.finditer(plan)]
+    for pattern in _CODE_CONSTANTS:
+        spans += [match.span(1) for match in pattern.finditer(completion)]
+    return sorted(spans)
 
 
 def _paired(specs: Sequence[TaskSpec], tasks: Sequence[Task]) -> list[tuple[TaskSpec, Task]]:

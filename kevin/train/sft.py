@@ -43,7 +43,7 @@ import torch
 
 from kevin.errors import UsageError
 from kevin.train.config import ModelConfig
-from kevin.train.corpus import CONSTANT_DRAWS, LENGTH_CAP, Sample
+from kevin.train.corpus import CONSTANT_DRAWS, LENGTH_CAP, Sample, constant_spans
 
 SFT_LOG = "sft_log.jsonl"
 SFT_RECORD = "sft.json"
@@ -128,6 +128,9 @@ class SFTResult:
     stopped_by_time: bool = False
     val_losses: list[tuple[int, float]] = field(default_factory=list)
     """(step, mean loss per completion token on the validation samples)."""
+    val_constants: list[tuple[int, float, float]] = field(default_factory=list)
+    """(step, share of the validation samples' constants copied, their mean probability):
+    `validation_scores`."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,12 +188,18 @@ def batches(count: int, batch_size: int, seed: int):
             yield order[start : start + batch_size]
 
 
-def lr_factor(step: int, config: SFTConfig) -> float:
-    """Multiplier of the peak rate at 0-based `step`: linear warm-up, then cosine to min_lr_fraction."""
+def lr_factor(step: int, config: SFTConfig, elapsed_s: float = 0.0) -> float:
+    """Multiplier of the peak rate at 0-based `step`: linear warm-up, then cosine to min_lr_fraction.
+    With a time limit the decay runs by whichever is further along, the steps or the `elapsed_s` of
+    training: a warm start stopped by its limit has decayed, not been cut off near its peak rate
+    (a run's steps are planned before the machine's pace is known)."""
     warmup = max(1, int(config.steps * config.warmup_fraction))
     if step < warmup:
         return (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, config.steps - warmup))
+    progress = (step - warmup) / max(1, config.steps - warmup)
+    if config.time_limit_s is not None:
+        progress = max(progress, elapsed_s / config.time_limit_s)
+    progress = min(1.0, progress)
     return config.min_lr_fraction + (1 - config.min_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
@@ -205,15 +214,59 @@ def spread(items: Sequence, count: int) -> list:
     return [items[i * len(items) // count] for i in range(count)]
 
 
+def validation_rows(
+    samples: Sequence[Sample], codec: Any, max_tokens: int
+) -> tuple[list[tuple[list[int], int]], list[list[list[int]]]]:
+    """`samples` as `encode_samples` rows (those that fit `max_tokens`), and for each row the token
+    positions of every constant its completion copies from the prompt (`constant_spans`: the plan's
+    and `f`'s), each a list of the positions of the tokens that write it. None for `wrong` samples (a
+    slip changes a constant on purpose), nor where the tokenizer gives no character offsets."""
+    rows, marks = [], []
+    if not samples:
+        return rows, marks
+    completions = [sample.completion for sample in samples]
+    try:
+        offsets = codec.tokenizer(completions, add_special_tokens=False, return_offsets_mapping=True)
+    except (NotImplementedError, ValueError, TypeError):  # a slow tokenizer: no offsets
+        offsets = None
+    prompts = codec.encode_prompts([sample.prompt for sample in samples])
+    for index, (sample, prompt, completion) in enumerate(
+        zip(samples, prompts, codec.encode_completions(completions, "stop"))
+    ):
+        if len(prompt) + len(completion) > max_tokens:
+            continue
+        rows.append((prompt + completion, len(prompt)))
+        found: list[list[int]] = []
+        if offsets is not None and sample.label != "wrong":
+            spans = offsets["offset_mapping"][index]
+            for start, end in constant_spans(sample.completion):
+                tokens = [j for j, (a, b) in enumerate(spans) if a < end and b > start]
+                if tokens:
+                    found.append([len(prompt) + j for j in tokens])
+        marks.append(found)
+    return rows, marks
+
+
 @torch.no_grad()
-def validation_loss(
-    model: Any, encoded: Sequence[tuple[list[int], int]], pad_id: int, batch_size: int, device, dtype
-) -> float:
-    """Mean loss per completion token over `encoded` (the model is left in train mode)."""
+def validation_scores(
+    model: Any,
+    encoded: Sequence[tuple[list[int], int]],
+    pad_id: int,
+    batch_size: int,
+    device,
+    dtype,
+    marks: Sequence[Sequence[Sequence[int]]] = (),
+) -> dict[str, float]:
+    """`loss`: mean loss per completion token over `encoded`. With `marks` (per row, the token
+    positions of each constant the completion copies, `validation_rows`): `constants`, the share of
+    constants whose every token is the model's most likely next token (teacher-forced), and
+    `constant_p`, the mean probability the model gives each constant whole: what sampling at
+    temperature 1 would copy right. The model is left in train mode."""
     from kevin.train.logprobs import autocast_context
 
     model.eval()
     total, tokens = 0.0, 0
+    copied, probability, constants = 0, 0.0, 0
     for start in range(0, len(encoded), batch_size):
         batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size], pad_id).items()}
         with autocast_context(device, dtype):
@@ -224,8 +277,22 @@ def validation_loss(
         )
         total += float(losses)
         tokens += int((labels != IGNORE).sum())
+        for row, positions in enumerate(marks[start : start + batch_size]):
+            if not positions:
+                continue
+            log_probs = torch.log_softmax(logits[row].float(), dim=-1)
+            ids = batch["input_ids"][row]
+            for constant in positions:
+                at = torch.tensor(constant, device=ids.device)
+                predicted = log_probs[at - 1]  # the logits before a token predict it
+                copied += int(bool((predicted.argmax(dim=-1) == ids[at]).all()))
+                probability += float(predicted.gather(1, ids[at].unsqueeze(1)).sum().exp())
+                constants += 1
     model.train()
-    return total / max(1, tokens)
+    scores = {"loss": total / max(1, tokens)}
+    if constants:
+        scores.update(constants=copied / constants, constant_p=probability / constants)
+    return scores
 
 
 def build_tokenizer(config: SFTConfig, samples: Sequence[Sample]) -> Any:
@@ -317,8 +384,9 @@ def train_sft(
         f"kevin sft: {parameters / 1e6:.1f}M parameters, {len(encoded)} samples ({dropped} too long), "
         f"vocabulary {len(tokenizer)}, {config.steps} steps of {config.batch_size} on {device}"
     )
-    held, _ = encode_samples(spread(validation, config.val_samples), codec, config.max_tokens)
+    held, marks = validation_rows(spread(validation, config.val_samples), codec, config.max_tokens)
     val_losses: list[tuple[int, float]] = []
+    val_constants: list[tuple[int, float, float]] = []
     losses: list[float] = []
     stopped_by_time = False
     draw = batches(len(encoded), config.batch_size, config.seed)
@@ -326,7 +394,7 @@ def train_sft(
     with (out_dir / SFT_LOG).open("w", encoding="utf-8") as log:
         for step in range(config.steps):
             for group in optimizer.param_groups:
-                group["lr"] = config.lr * lr_factor(step, config)
+                group["lr"] = config.lr * lr_factor(step, config, time.monotonic() - trained_from)
             batch = {
                 k: v.to(device) for k, v in collate([encoded[i] for i in next(draw)], codec.pad_id).items()
             }
@@ -350,11 +418,17 @@ def train_sft(
             out_of_time = config.time_limit_s is not None and seconds > config.time_limit_s
             last = out_of_time or step + 1 == config.steps
             if held and config.val_every and (step == 0 or (step + 1) % config.val_every == 0 or last):
-                row["val_loss"] = validation_loss(model, held, codec.pad_id, config.batch_size, device, dtype)
+                scores = validation_scores(model, held, codec.pad_id, config.batch_size, device, dtype, marks)
+                row["val_loss"] = scores["loss"]
                 val_losses.append((step + 1, row["val_loss"]))
+                if "constants" in scores:
+                    row["val_constants"], row["val_constant_p"] = scores["constants"], scores["constant_p"]
+                    val_constants.append((step + 1, scores["constants"], scores["constant_p"]))
             log.write(json.dumps(row) + "\n")
             if (step + 1) % config.log_every == 0 or step == 0 or last:
                 shown = f" held-out {row['val_loss']:.4f}" if "val_loss" in row else ""
+                if "val_constants" in row:
+                    shown += f" constants {row['val_constants']:.2f} (p {row['val_constant_p']:.2f})"
                 out(f"sft step {step + 1}/{config.steps} loss {value:.4f}{shown} lr {row['lr']:.2e} {seconds:.0f}s")
             if out_of_time:
                 stopped_by_time = step + 1 < config.steps
@@ -374,16 +448,18 @@ def train_sft(
         dropped,
         stopped_by_time,
         val_losses,
+        val_constants,
     )
     record = {
         "config": dataclasses.asdict(config),
         "result": {
-            k: v for k, v in dataclasses.asdict(result).items() if k not in ("losses", "out_dir", "val_losses")
+            k: v for k, v in dataclasses.asdict(result).items() if k not in ("losses", "out_dir", "val_losses", "val_constants")
         },
         "first_loss": losses[0],
         "last_loss": losses[-1],
         "validation_samples": len(held),
         "val_losses": val_losses,
+        "val_constants": val_constants,
     }
     (out_dir / SFT_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     out(

@@ -54,6 +54,9 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert record["corpus_average"]["speedup"] == pytest.approx(1.25)
     assert record["before"]["step"] == 0 and record["after"]["step"] == record["rl"]["steps"] == 2
     assert record["sft"]["steps"] == 4 and record["partial"] is None
+    # how well the warm start copies the held-out prompts' constants (a third of s28's failures) is
+    # recorded; the toy's two held-out tasks have none (tests/train/test_sft.py scores some)
+    assert record["sft"]["val_constants"] == []
     assert record["corpus"]["constant_draws"] == 3  # the default: each task with 3 draws of its constants
     assert record["corpus"]["length_cap"] == 8  # and a rare chain length's tasks up to 8x
     assert set(record["phases_s"]) == {"family+corpus", "baseline", "sft", "rl"}
@@ -507,3 +510,11 @@ def test_an_evaluation_forced_by_the_time_guard_times_the_next_guard(tmp_path, m
     # the launch. Timed by its own 1 s, steps go on until a step and an evaluation no longer fit.
     assert evaluated == [0, 14, 20], evaluated
     assert result.last_step == 20 and clock.now == pytest.approx(30.0), (result.last_step, clock.now)
+
+
+def test_the_report_says_how_well_the_warm_start_copies_constants():
+    report = load_bench("learning_report_bench", "learning_report.py")
+    record = {"steps": 1600, "first_loss": 8.1, "last_loss": 0.02, "val_losses": [[1, 8.0], [1600, 0.016]]}
+    assert "constants" not in report._sft_line(record)
+    line = report._sft_line({**record, "val_constants": [[1, 0.0, 0.01], [1600, 0.8125, 0.734]]})
+    assert line.endswith("; its constants copied 0.81 (mean p 0.73) at step 1600"), line

@@ -27,6 +27,19 @@ def test_lr_factor_warms_up_then_decays_by_cosine_to_the_floor():
     assert sft.lr_factor(100, config) == pytest.approx(0.1)
 
 
+def test_with_a_time_limit_the_decay_follows_the_steps_or_the_clock_whichever_is_further():
+    """A warm start stopped by its time limit used to stop near its peak rate when the machine was
+    slower than its planned steps; it now reaches the floor by the limit."""
+    config = sft.SFTConfig(steps=100, warmup_fraction=0.1, min_lr_fraction=0.1, lr=1.0, time_limit_s=200.0)
+    cosine = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5))
+    assert sft.lr_factor(5, config, elapsed_s=150.0) == pytest.approx(0.6)  # the warm-up is by steps
+    assert sft.lr_factor(55, config, elapsed_s=10.0) == pytest.approx(cosine)  # the steps lead
+    assert sft.lr_factor(20, config, elapsed_s=100.0) == pytest.approx(cosine)  # the clock leads
+    assert sft.lr_factor(20, config, elapsed_s=250.0) == pytest.approx(0.1)
+    untimed = dataclasses.replace(config, time_limit_s=None)
+    assert sft.lr_factor(20, untimed, elapsed_s=1e9) == sft.lr_factor(20, untimed)
+
+
 def test_collate_masks_the_prompt_and_the_padding():
     batch = sft.collate([([5, 6, 7, 8], 2), ([9, 10, 11], 1)], pad_id=0)
     assert batch["input_ids"].tolist() == [[5, 6, 7, 8], [9, 10, 11, 0]]
@@ -180,14 +193,85 @@ def test_validation_loss_is_the_models_own_mean_completion_loss(small_corpus):
     rows = prepared.encoded[:1]
     with torch.no_grad():
         expected = model(**sft.collate(rows, prepared.codec.pad_id)).loss.item()  # HF: mean over labels
-    assert sft.validation_loss(model, rows, prepared.codec.pad_id, 4, torch.device("cpu"), None) == pytest.approx(
-        expected, rel=1e-5
-    )
+    scores = sft.validation_scores(model, rows, prepared.codec.pad_id, 4, torch.device("cpu"), None)
+    assert scores == {"loss": pytest.approx(expected, rel=1e-5)}  # no marks: no constants scored
     assert model.training  # left as it was found
 
 
-def test_held_out_loss_is_logged_at_the_start_every_val_every_steps_and_at_the_end(small_corpus, tmp_path):
-    train_on, held_out = small_corpus[:2], small_corpus[2:]
+@pytest.fixture(scope="module")
+def constant_corpus(tmp_path_factory):
+    """A task with two constants (tanh, leaky(0.1), bias(0.1)): honest and wrong variants."""
+    directory = tmp_path_factory.mktemp("family")
+    write_family(directory, generate_family(0)[11:12], size="small")
+    specs, tasks, _ = load_family(directory)
+    return build_corpus(specs, tasks, "cpp")
+
+
+def test_the_constants_a_completion_copies_are_found_in_its_plan_and_its_f(constant_corpus):
+    from kevin.train.corpus import constant_spans
+
+    honest = next(sample for sample in constant_corpus if sample.label == "honest")
+    spans = constant_spans(honest.completion)
+    assert [honest.completion[a:b] for a, b in spans] == ["0.1", "0.1", "0.1f", "0.1f"]
+    plan_end = honest.completion.index("\n")
+    assert [a < plan_end for a, _ in spans] == [True, True, False, False]
+    assert "v = v > 0.0f ? v : v * 0.1f;" in honest.completion and "v = v + 0.1f;" in honest.completion
+
+
+def test_validation_marks_the_tokens_of_each_copied_constant(constant_corpus):
+    from kevin.train.corpus import constant_spans
+
+    config = tiny_sft()
+    prepared = sft.prepare(config, constant_corpus)
+    rows, marks = sft.validation_rows(constant_corpus, prepared.codec, config.max_tokens)
+    assert rows == sft.encode_samples(constant_corpus, prepared.codec, config.max_tokens)[0]
+    tokenizer = prepared.tokenizer
+    for sample, (ids, prompt_length), found in zip(constant_corpus, rows, marks):
+        if sample.label == "wrong":
+            assert found == []  # a slip changes a constant on purpose: not scored
+            continue
+        assert len(found) == len(constant_spans(sample.completion)) >= 2  # the plan's, and f's where it has one
+        texts = [tokenizer.decode([ids[i] for i in positions]) for positions in found]
+        assert all("0.1" in text and len(text) <= len("leaky(0.1)") for text in texts), texts
+        assert all(position >= prompt_length for positions in found for position in positions)
+
+
+class _Copier(torch.nn.Module):
+    """Logits that put `margin` on the actual next token, except at `missed` positions, where they
+    put it on token 0 instead."""
+
+    def __init__(self, vocabulary: int, margin: float, missed: set[int] = frozenset()) -> None:
+        super().__init__()
+        self.vocabulary, self.margin, self.missed = vocabulary, margin, missed
+
+    def forward(self, input_ids, attention_mask=None):
+        logits = torch.zeros(*input_ids.shape, self.vocabulary)
+        following = torch.roll(input_ids, -1, dims=1)
+        logits.scatter_(2, following.unsqueeze(2), self.margin)
+        for position in self.missed:
+            logits[:, position - 1] = 0.0
+            logits[:, position - 1, 0] = self.margin
+        return type("Output", (), {"logits": logits})()
+
+
+def test_constants_are_scored_by_argmax_and_by_probability():
+    rows = [([5, 6, 7, 8, 9, 10], 2)]
+    marks = [[[3, 4], [5]]]  # two constants: tokens 8 and 9, then token 10
+    token = math.exp(4.0) / (math.exp(4.0) + 15)  # a vocabulary of 16, the right token 4 above the rest
+    exact = sft.validation_scores(_Copier(16, 4.0), rows, 0, 4, torch.device("cpu"), None, marks)
+    assert exact["constants"] == 1.0
+    assert exact["constant_p"] == pytest.approx((token**2 + token) / 2, rel=1e-5)
+    missed = sft.validation_scores(_Copier(16, 4.0, {4}), rows, 0, 4, torch.device("cpu"), None, marks)
+    assert missed["constants"] == 0.5  # the first constant's second token is another's
+    wrong = 1 / (math.exp(4.0) + 15)
+    assert missed["constant_p"] == pytest.approx((token * wrong + token) / 2, rel=1e-5)
+    assert exact["loss"] == pytest.approx(-math.log(token), rel=1e-5)
+
+
+def test_held_out_loss_is_logged_at_the_start_every_val_every_steps_and_at_the_end(
+    small_corpus, constant_corpus, tmp_path
+):
+    train_on, held_out = small_corpus[:2], small_corpus[2:] + constant_corpus[:2]
     result = sft.train_sft(
         tiny_sft(steps=7, val_every=3), train_on, tmp_path, validation=held_out, out=lambda line: None
     )
@@ -195,5 +279,9 @@ def test_held_out_loss_is_logged_at_the_start_every_val_every_steps_and_at_the_e
     rows = [json.loads(line) for line in (tmp_path / sft.SFT_LOG).read_text().splitlines()]
     assert [row["step"] for row in rows if "val_loss" in row] == [1, 3, 6, 7]
     record = json.loads((tmp_path / sft.SFT_RECORD).read_text())
-    assert record["validation_samples"] == 2 and len(record["val_losses"]) == 4
+    assert record["validation_samples"] == 4 and len(record["val_losses"]) == 4
+    constants = [row for row in rows if "val_constants" in row]
+    assert [row["step"] for row in constants] == [1, 3, 6, 7]  # constant_corpus's non-wrong samples copy two
+    assert [step for step, _, _ in record["val_constants"]] == [1, 3, 6, 7]
+    assert all(0 <= row["val_constants"] <= 1 and 0 < row["val_constant_p"] <= 1 for row in constants)
     assert sft.spread(list(range(10)), 4) == [0, 2, 5, 7]

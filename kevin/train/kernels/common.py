@@ -3,6 +3,7 @@ elementwise function `f` of a task's op chain (and its slipped, wrong twin), and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from string import Template
 
@@ -110,6 +111,20 @@ def elementwise_fn(spec: TaskSpec, cuda: bool, *, slip: bool = False) -> str:
         lines.append(f"    v = {op_expr(name, constant, slip=slip and index == 0)};")
     lines += ["    return v;", "}", ""]
     return "\n".join(lines)
+
+
+NUMBER = r"(-?[0-9][0-9.e+-]*f)"
+"""A C float literal as `c_float` writes one (a group: the constant)."""
+
+
+def op_line_patterns() -> list[tuple[str, re.Pattern]]:
+    """(op name, a pattern for a line of `f` that applies it) per op of the family, in OPS order: the
+    line as `elementwise_fn` writes it, with any C float literal in the constant's place (group 1)."""
+    patterns = []
+    for op in OPS.values():
+        text = re.escape(op.c_form).replace(re.escape("{c}"), NUMBER)
+        patterns.append((op.name, re.compile(rf"^    v = {text};$", re.M)))
+    return patterns
 
 
 def params(spec: TaskSpec) -> str:
