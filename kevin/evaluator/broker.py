@@ -36,10 +36,10 @@ sha256, or the error load_inline would raise. In the broker:
 What the runner must be allowed: read (not list: Landlock READ_FILE without READ_DIR) the entries
 under the cache root and the shims beside it. It needs no write access anywhere in the cache.
 
-What this does not stop: the compilers run with the judge's read access, so a source can
-`#include` or `.incbin` any file the judge can read and have it echoed in a compile error or
-embedded in its library; run the broker's builds under read rules (Landlock) that leave out job
-directories and secrets. Compile-time resource use is bounded only by the timeout. The symbol check's
+Every build command runs jailed (kevin.evaluator.buildjail): it reads the system's and the
+toolchain's directories (`self.roots`) and its own, writes only its own, so a source's `#include`
+or `.incbin` of the judge's files fails (before session 29 it echoed them in the compile error, or
+embedded them in the library). Compile-time resource use is bounded only by the timeout. The symbol check's
 own limits are in kevin.evaluator.symbols.
 
 A failed fast build whose error is an undefined name asks a probe first (kevin.evaluator.buildfail):
@@ -372,7 +372,7 @@ class Broker:
                 staging.mkdir()
                 kwargs = {**arguments, "build_directory": str(staging), "verbose": False}
                 ok, error_type, error = torchbuild.run(
-                    "load_inline", kwargs, staging, self.timeout_s, self._overrides()
+                    "load_inline", kwargs, staging, self.timeout_s, self._overrides(), self.roots
                 )
                 if not ok:
                     text = _truncate(error.replace(str(staging), str(entry)))
@@ -447,7 +447,9 @@ class Broker:
         try:
             plan = fastbuild.plan(arguments)
             shim, _ = self._shim_library()
-            library = fastbuild.compile_library(plan, staging, shim, self.timeout_s, self._overrides())
+            library = fastbuild.compile_library(
+                plan, staging, shim, self.timeout_s, self._overrides(), readable=self.roots
+            )
         except fastbuild.NotEligible as exc:
             return "", {}, str(exc), staging
         except fastbuild.FastBuildFailed as exc:
@@ -494,7 +496,9 @@ class Broker:
             missing = [name for name in names if name not in answers]
             if missing:
                 source, lines = buildfail.probe_source(file, text, missing)
-                code, output = fastbuild.probe_compile(plan, file, source, directory, self.timeout_s, self._overrides())
+                code, output = fastbuild.probe_compile(
+                    plan, file, source, directory, self.timeout_s, self._overrides(), readable=self.roots
+                )
                 found = buildfail.probe_verdict(code, output, file, lines)
                 for name, undeclared in (found or {}).items():
                     answers[name] = undeclared
@@ -520,7 +524,9 @@ class Broker:
 
     def _build_shim(self, name: str, directory: Path) -> None:
         kwargs = fastbuild.shim_build_arguments(name, directory)
-        ok, error_type, error = torchbuild.run("load", kwargs, directory, self.timeout_s, self._overrides())
+        ok, error_type, error = torchbuild.run(
+            "load", kwargs, directory, self.timeout_s, self._overrides(), self.roots
+        )
         if not ok:
             raise symbols.Unavailable(f"kevin's shim did not build: {error_type}: {error[-2000:]}")
 
@@ -577,7 +583,9 @@ class Broker:
                     "build_directory": str(directory),
                     "verbose": False,
                 }
-                ok, error_type, error = torchbuild.run("load_inline", kwargs, directory, self.timeout_s, {})
+                ok, error_type, error = torchbuild.run(
+                    "load_inline", kwargs, directory, self.timeout_s, {}, self.roots
+                )
                 if not ok:
                     raise symbols.Unavailable(
                         f"kevin's reference binding did not build: {error_type}: {error[-2000:]}"

@@ -69,12 +69,12 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kevin.evaluator import cores
+from kevin.evaluator import buildjail, cores
 from kevin.evaluator.bindings import (  # noqa: F401 - re-exported: the fast path's public names
     MAX_ARGS,
     NotEligible,
@@ -428,20 +428,31 @@ booting for later jobs: session 26's H200 run took 14.5 s a build (median) again
 
 
 def run_killable(
-    command: list[str], cwd: Path, timeout: float | None, env: dict[str, str] | None = None
+    command: list[str],
+    cwd: Path,
+    timeout: float | None,
+    env: dict[str, str] | None = None,
+    readable: Sequence[str | Path] | None = None,
 ) -> tuple[int, str]:
     """Run a build command in a session of its own, at BUILD_NICENESS (its session too where no cores
     are kept for timing); on timeout kill its group. (returncode, output)
 
-    Where its session is to be niced, the command waits at a gate (a shell reading a pipe) until the
-    session's weight is set: niced from outside after the start, a short command (or a compiler's
-    first moments) ran at the full weight before it (the stop of session 28 failed CI on it)."""
+    With `readable` (what the build reads besides the system's and Python's directories and `cwd`:
+    the toolchain's, the shim's) the command runs jailed (kevin.evaluator.buildjail): it reads
+    only those and writes only in `cwd`, its TMPDIR. Where its session is to be niced, the command
+    waits at a gate (a shell, or the jail, reading a pipe) until the session's weight is set: niced
+    from outside after the start, a short command (or a compiler's first moments) ran at the full
+    weight before it (the stop of session 28 failed CI on it)."""
     niced = shutil.which("nice")
     command = [niced, "-n", str(BUILD_NICENESS), *command] if niced else command
     gated = not cores.current().kept
-    gate_read, gate_write = os.pipe() if gated else (subprocess.DEVNULL, -1)
-    if gated:  # the gate is its stdin; the command itself gets /dev/null, as ungated
+    jailed = readable is not None and buildjail.enabled()
+    if jailed:
+        command = buildjail.command(command, cwd, [str(path) for path in readable or ()], gate=gated)
+        env = {**(os.environ if env is None else env), "TMPDIR": str(Path(cwd).resolve())}
+    elif gated:  # the gate is its stdin; the command itself gets /dev/null, as ungated
         command = ["sh", "-c", 'read -r _; exec "$@" </dev/null', "sh", *command]
+    gate_read, gate_write = os.pipe() if gated else (subprocess.DEVNULL, -1)
     try:
         process = subprocess.Popen(
             command,
@@ -518,14 +529,18 @@ def compile_library(
     shim_path: Path,
     timeout: float | None = None,
     overrides: dict[str, str] | None = None,
+    readable: Sequence[str | Path] = (),
 ) -> Path:
     """Build `plan` in (a fresh) `directory` with the light headers, linked to the shim at
-    `shim_path`; nothing is loaded. The library's path, or FastBuildFailed / NotEligible."""
+    `shim_path`; nothing is loaded. The library's path, or FastBuildFailed / NotEligible. The
+    compilers are jailed (`run_killable`): they read the shim's directory and `readable` besides
+    the system's."""
     ninja = shutil.which("ninja")
     if ninja is None:
         raise NotEligible("ninja not found")
     prepare(plan, directory, shim_path, overrides)
-    returncode, output = run_killable([ninja, "-C", str(directory)], directory, timeout)
+    readable = [str(Path(shim_path).parent), *map(str, readable)]
+    returncode, output = run_killable([ninja, "-C", str(directory)], directory, timeout, readable=readable)
     if returncode != 0:
         raise FastBuildFailed(output)
     return directory / f"{plan.name}.so"
@@ -538,11 +553,13 @@ def probe_compile(
     directory: Path,
     timeout: float | None = None,
     overrides: dict[str, str] | None = None,
+    readable: Sequence[str | Path] = (),
 ) -> tuple[int, str]:
     """Compile `text` as `file` (main.cpp or cuda.cu) into an object file with torch's own flags and
     headers, exactly as the full build compiles that file of `plan` (its extra flags and include
     paths), in (a fresh) `directory`; nothing is linked. (returncode, output). For
-    kevin.evaluator.buildfail's probes: does a name exist once torch's headers are in?"""
+    kevin.evaluator.buildfail's probes: does a name exist once torch's headers are in? Jailed as
+    `compile_library`'s compilers are, reading `readable` besides the system's."""
     ninja = shutil.which("ninja")
     if ninja is None:
         raise NotEligible("ninja not found")
@@ -556,7 +573,7 @@ def probe_compile(
     target = re.search(rf"^build (\S+): \w*compile \S*{re.escape(file)}\b", flags, re.M)
     if target is None:
         raise NotEligible(f"torch's build file names no object for {file}")
-    return run_killable([ninja, "-C", str(directory), target.group(1)], directory, timeout)
+    return run_killable([ninja, "-C", str(directory), target.group(1)], directory, timeout, readable=readable)
 
 
 def build(plan: Plan, directory: Path, cache_root: Path) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +79,16 @@ with open(spec["result"], "w") as handle:
 
 
 def run(
-    function: str, kwargs: dict[str, Any], directory: Path, timeout: float, overrides: dict[str, str]
+    function: str,
+    kwargs: dict[str, Any],
+    directory: Path,
+    timeout: float,
+    overrides: dict[str, str],
+    readable: Sequence[str | Path] = (),
 ) -> tuple[bool, str, str]:
-    """Run torch's `function` (load_inline or load) in a throwaway process: (ok, error_type, error)."""
+    """Run torch's `function` (load_inline or load) in a throwaway process: (ok, error_type, error).
+    The process and its compilers are jailed in `directory` (fastbuild.run_killable), reading
+    `readable` besides the system's and Python's directories."""
     result = directory / ".kevin-build-result.json"
     spec = directory / ".kevin-build-spec.json"
     spec.write_text(json.dumps({"function": function, "kwargs": kwargs, "result": str(result)}))
@@ -91,7 +99,9 @@ def run(
         SCRIPT,
         str(spec),
     ]
-    returncode, output = fastbuild.run_killable(command, directory, timeout, env={**os.environ, **overrides})
+    returncode, output = fastbuild.run_killable(
+        command, directory, timeout, env={**os.environ, **overrides}, readable=readable
+    )
     try:
         done = json.loads(result.read_text())
     except (OSError, ValueError):

@@ -102,8 +102,8 @@ def full_build(tmp_path, monkeypatch):
     objects: list[list[str]] = []
     original = torchbuild.run
 
-    def seen(function, kwargs, directory, timeout, overrides):
-        answer = original(function, kwargs, directory, timeout, overrides)
+    def seen(function, kwargs, directory, timeout, overrides, readable=()):
+        answer = original(function, kwargs, directory, timeout, overrides, readable)
         objects.append(sorted(p.name for p in directory.glob("*.o")))
         return answer
 

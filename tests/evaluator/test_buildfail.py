@@ -121,7 +121,7 @@ def fast_broker(tmp_path, monkeypatch):
         monkeypatch.setattr(cpp_extension, "CUDA_HOME", str(home))
     full_builds: list[str] = []
 
-    def full_build(function, kwargs, directory, timeout, overrides):
+    def full_build(function, kwargs, directory, timeout, overrides, readable=()):
         full_builds.append(kwargs["name"])
         return False, "RuntimeError", f"Error building extension '{kwargs['name']}': the full build"
 
@@ -271,7 +271,7 @@ def test_the_broker_caches_decisive_answers_and_asks_again_after_an_undecided_pr
         ]
     )
 
-    def fake_compile(plan, file, source, directory, timeout=None, overrides=None):
+    def fake_compile(plan, file, source, directory, timeout=None, overrides=None, readable=()):
         compiles.append(source)
         return next(outputs)
 
