@@ -403,6 +403,7 @@ class LearningRun:
             self.run_rl(self.work / "sft", family_dir, self.real_evaluator())
             self.phase(f"rl (launch {len(self.record['launches'])})", since)
             return self.finish(watchdog)
+        one_shot = self.base_config().rollout.one_shot  # the corpus's prompts are the RL run's
         samples = corpora.build_corpus(
             specs,
             train_tasks,
@@ -410,6 +411,7 @@ class LearningRun:
             constant_draws=self.args.constant_draws,
             length_cap=self.args.length_cap,
             seed=self.args.seed,
+            one_shot=one_shot,
         )
         self.phase("family+corpus", since)
         since = time.monotonic()
@@ -423,11 +425,12 @@ class LearningRun:
             **stats,
             "constant_draws": self.args.constant_draws,
             "length_cap": self.args.length_cap,
+            "one_shot": one_shot,
         }
         self.finish_baseline(picks, futures, self.args.baseline_s)
         self.phase("baseline", since)
         since = time.monotonic()
-        validation = corpora.build_corpus(specs, heldout, self.args.backend)
+        validation = corpora.build_corpus(specs, heldout, self.args.backend, one_shot=one_shot)
         result = sft.train_sft(config, samples, self.work / "sft", prepared=prepared, validation=validation)
         for name in (sft.SFT_LOG, sft.SFT_RECORD):
             shutil.copy(self.work / "sft" / name, self.kept / name)

@@ -60,6 +60,7 @@ from kevin.rl.prompts import (
     PromptTemplates,
     build_prompt,
     describe_result,
+    without_example,
 )
 from kevin.tasks import Task
 
@@ -237,6 +238,8 @@ class EpisodeConfig:
     """Submit each candidate as soon as its completion is written, while the rest of the turn is
     still generated (a policy with `generate_stream`). Turn it off when the policy samples on a GPU
     the evaluator times kernels on: timings taken beside a running generation are slow and noisy."""
+    one_shot: bool = True
+    """Turn-1 prompts carry the one-shot example (the paper's); off: `prompts.without_example`."""
     profile_feedback: bool = False
     """Append a profile summary to each passed kernel's feedback (module docstring); verdicts and
     scores are unchanged."""
@@ -418,6 +421,8 @@ def continue_episodes(
         )
     if config.max_prompt_tokens is not None and count_tokens is None:
         raise ValueError("config.max_prompt_tokens is set: pass count_tokens (the policy's tokenizer)")
+    if not config.one_shot:
+        templates = without_example(templates)
     done = {len(t.turns) for t in trajectories}
     if len(done) > 1:
         raise ValueError(

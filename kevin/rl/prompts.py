@@ -24,7 +24,7 @@ is one more `BackendPrompt` in `backends` (`cuda`, `triton` and `cpp` are built 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kevin.evaluator.result import EvalResult, truncate_middle
 from kevin.tasks import Task
@@ -247,7 +247,8 @@ class PromptTemplates:
         "Here is an example. The architecture to optimize:\n```python\n{example_problem}```\n\n"
         "An optimized version with a custom kernel:\n```python\n{example_candidate}```"
     )
-    """The one-shot example, turn 1 only; fields: example_problem, example_candidate."""
+    """The one-shot example, turn 1 only; fields: example_problem, example_candidate. Empty: none
+    (`without_example`)."""
     task: str = (
         "You are given the following architecture:\n```python\n{problem}\n```\n\n"
         "Optimize the architecture named Model with custom {language} kernels. Name the optimized "
@@ -391,7 +392,7 @@ def render_prompt(
     parts = [
         templates.intro.format(language=text.language, device=text.device, instructions=text.instructions)
     ]
-    if not attempts:
+    if not attempts and templates.example:
         parts.append(
             templates.example.format(
                 example_problem=text.example_problem, example_candidate=text.example_candidate
@@ -408,6 +409,13 @@ def render_prompt(
         parts.append(templates.restart)
     parts.append(templates.answer_format.format(source_parts=text.source_parts))
     return "\n\n".join(parts) + "\n"
+
+
+def without_example(templates: PromptTemplates = DEFAULT_TEMPLATES) -> PromptTemplates:
+    """`templates` with no one-shot example: for a policy that learned the answer's form in a warm
+    start (kevin.train.presets.h200), to which the example is a constant ~550 tokens of every turn-1
+    prompt, 40% of its warm start's sequences."""
+    return replace(templates, example="")
 
 
 def build_prompt(

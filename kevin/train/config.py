@@ -142,6 +142,9 @@ class RolloutConfig:
     """Prompt budget; the oldest attempts are dropped to fit (kevin.rl.prompts). None: no budget."""
     stop_after_correct: bool = False
     """Stop a trajectory after its first passed turn (the paper keeps refining: False)."""
+    one_shot: bool = True
+    """Turn-1 prompts carry the one-shot example (the paper's prompt). The warm start's corpus
+    (kevin.train.corpus) must be built the same way: bench/learning_run.py reads it from here."""
     evaluate_while_generating: bool = True
     """Evaluate each candidate as soon as its completion is written (http: per request, hf: per
     generation batch). Turn it off when the policy samples on a GPU the evaluator times kernels on."""

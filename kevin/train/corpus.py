@@ -48,7 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kevin.rl.prompts import build_prompt
+from kevin.rl.prompts import DEFAULT_TEMPLATES, build_prompt, without_example
 from kevin.tasks import BUNDLED_SIZES, Task, with_size
 from kevin.train.family import OPS, TaskSpec
 from kevin.train.kernels import LABELS, Variant, variants
@@ -110,11 +110,13 @@ def build_corpus(
     constant_draws: int = 1,
     length_cap: int = 1,
     seed: int = 0,
+    one_shot: bool = True,
 ) -> list[Sample]:
     """One sample per variant of every task in `tasks` (matched to `specs` by id) with a label in
     `labels`, in task order, `constant_draws` times: the task as written, then other draws of its
     constants (`constant_draws_of`; repeated in turn when it has fewer). With `length_cap` > 1, a
-    task's copies are also multiplied by its chain length's `length_repeats`."""
+    task's copies are also multiplied by its chain length's `length_repeats`. `one_shot`: the
+    prompts carry the one-shot example, as the RL run's must (`RolloutConfig.one_shot`)."""
     wanted = set(labels)
     unknown = wanted - set(LABELS)
     if unknown:
@@ -124,6 +126,7 @@ def build_corpus(
     if length_cap < 1:
         raise ValueError("length_cap must be at least 1 (1: every task the same weight)")
     rng = random.Random(seed)
+    templates = DEFAULT_TEMPLATES if one_shot else without_example()
     samples = []
     paired = _paired(specs, tasks)
     repeats = length_repeats([spec for spec, _ in paired], length_cap)
@@ -136,7 +139,7 @@ def build_corpus(
         # single-op chains 16 times in 32).
         for index in range(copies):
             drawn_spec, drawn_task = drawn[index % len(drawn)]
-            prompt = build_prompt(drawn_task, [], backend=backend).text
+            prompt = build_prompt(drawn_task, [], backend=backend, templates=templates).text
             for variant in variants(drawn_spec, backend):
                 if variant.label in wanted:
                     samples.append(Sample(task.id, variant.name, variant.label, prompt, completion_text(variant)))

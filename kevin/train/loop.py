@@ -82,6 +82,7 @@ def episode_config(config: TrainConfig, step: int) -> EpisodeConfig:
         max_completion_tokens=rollout.completion_tokens_at(step),
         max_prompt_tokens=rollout.max_prompt_tokens,
         stop_after_correct=rollout.stop_after_correct,
+        one_shot=rollout.one_shot,
         correct_bonus=reward.correct_bonus,
         gamma=reward.gamma,
         aggregation=reward.aggregation,

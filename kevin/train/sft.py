@@ -490,6 +490,9 @@ def _run(args: argparse.Namespace) -> int:
         changes["time_limit_s"] = args.time_limit_s if args.time_limit_s > 0 else None
     config = dataclasses.replace(config, seed=args.seed, **changes)
     check_corpus_arguments(args)
+    from kevin.train.presets import preset
+
+    one_shot = preset(args.preset).rollout.one_shot  # the prompts `kevin train --preset` will write
     samples = build_corpus(
         specs,
         train_tasks,
@@ -497,8 +500,10 @@ def _run(args: argparse.Namespace) -> int:
         constant_draws=args.constant_draws,
         length_cap=args.length_cap,
         seed=args.seed,
+        one_shot=one_shot,
     )
-    train_sft(config, samples, out_dir, validation=build_corpus(specs, heldout_tasks, args.backend))
+    validation = build_corpus(specs, heldout_tasks, args.backend, one_shot=one_shot)
+    train_sft(config, samples, out_dir, validation=validation)
     return 0
 
 

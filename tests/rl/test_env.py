@@ -431,3 +431,16 @@ def test_continue_episodes_goes_on_from_turns_held_elsewhere():
     assert len(parent.turns) == 2  # the children's lists are their own
     with pytest.raises(ValueError, match="different numbers of turns"):
         continue_episodes([parent, Trajectory(TASK_A, 1)], policy, evaluator, config, turns=1)
+
+
+def test_without_the_one_shot_example_turn_one_is_the_same_prompt_less_the_example():
+    policy = script(answer("SPEEDUP=1.0"), answer("SPEEDUP=1.0"), answer("SPEEDUP=1.0"), answer("SPEEDUP=1.0"))
+    with_example, _ = run([TASK_A], policy, EpisodeConfig(trajectories=1, turns=2, backend="cpp"))
+    policy = script(answer("SPEEDUP=1.0"), answer("SPEEDUP=1.0"))
+    without, _ = run([TASK_A], policy, EpisodeConfig(trajectories=1, turns=2, backend="cpp", one_shot=False))
+    full, short = with_example[0].turns[0].prompt.text, without[0].turns[0].prompt.text
+    assert EXAMPLE_MARK in full and EXAMPLE_MARK not in short
+    example_start = full.index(EXAMPLE_MARK)
+    example_end = full.index("You are given the following architecture")
+    assert short == full[:example_start] + full[example_end:]  # nothing else changes
+    assert without[0].turns[1].prompt.text == with_example[0].turns[1].prompt.text  # later turns never had it

@@ -77,6 +77,26 @@ def test_completions_parse_into_their_candidate_with_the_turn_one_prompt(family)
             assert sample.prompt == prompts[sample.task_id]
 
 
+@pytest.mark.parametrize("name", ["h200", "smoke"])
+def test_the_corpus_prompts_are_the_ones_the_presets_rl_run_writes(family, name):
+    """The warm start learns from the prompts its RL run will show: with the one-shot example or
+    without it (the h200 preset's), as `RolloutConfig.one_shot` says."""
+    from kevin.rl.env import ScriptedPolicy, ThreadPoolEvaluator, run_episodes
+    from kevin.train.loop import episode_config
+    from kevin.train.presets import preset
+
+    config = preset(name)
+    specs, train, _ = family
+    task = train[0]
+    samples = build_corpus(specs, [task], "cuda", one_shot=config.rollout.one_shot)
+    episodes = dataclasses.replace(episode_config(config, 1), trajectories=1, turns=1, backend="cuda")
+    policy = ScriptedPolicy(lambda prompt: "no code")
+    with ThreadPoolEvaluator(lambda task, source: None, max_workers=1) as evaluator:
+        trajectory = run_episodes([task], policy, evaluator, episodes)[0]
+    assert {sample.prompt for sample in samples} == {trajectory.turns[0].prompt.text}
+    assert ("Here is an example." in samples[0].prompt) == (name == "smoke")
+
+
 def test_labels_filter_and_baseline_picks_are_seeded(family):
     specs, train, heldout = family
     honest = build_corpus(specs, train, "cuda", labels=["honest"])

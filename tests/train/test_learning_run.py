@@ -59,6 +59,7 @@ def test_toy_dry_run_writes_every_output(tmp_path, capsys):
     assert record["sft"]["val_constants"] == []
     assert record["corpus"]["constant_draws"] == 3  # the default: each task with 3 draws of its constants
     assert record["corpus"]["length_cap"] == 8  # and a rare chain length's tasks up to 8x
+    assert record["corpus"]["one_shot"] is True  # the toy's RL prompts carry the example, so its corpus's do
     assert set(record["phases_s"]) == {"family+corpus", "baseline", "sft", "rl"}
     assert len(record["training"]) == 2
     # Each held-out step after the start, paired with it (bench/heldout_paired.py): the toy's last
