@@ -14,11 +14,13 @@ line on its stdin when the policy says `gate` (kevin.evaluator.fastbuild.run_kil
 the build's session has its scheduler weight), then confines itself with
 kevin.evaluator.confine's Landlock policy for a build:
 
-  * reads: the system's and Python's directories (`confine.readable_roots`: /usr, /lib, /etc, /proc,
-    the interpreter and its site-packages, kevin's package), the toolchain's (torch, CUDA, Python's
-    headers, the broker's `extra_roots`: kevin.evaluator.buildflags.toolchain_roots), the shim's
-    directory and the build directory. Not the judge's home, job directories, caches, /tmp or the
-    run's files;
+  * reads: the system's and Python's directories (`confine.readable_roots`: /usr, /lib, /proc, the
+    interpreter and its site-packages, kevin's package; of /etc only `ETC`: the loader's cache, the
+    time zone, the name service's files), the toolchain's (torch, CUDA, Python's headers, the
+    broker's `extra_roots`: kevin.evaluator.buildflags.toolchain_roots), the shim's directory and the
+    build directory. Not the judge's home, job directories, caches, /tmp, the run's files,
+    /etc/shadow or ssh keys; /proc shows no other process's environment or memory (Landlock denies
+    ptrace-like access outside its domain);
   * writes: the build directory only (it is the compilers' TMPDIR too);
   * no_new_privs and no capabilities (root loses its access to files it does not own); TCP
     denied and signals scoped where Landlock has them. No seccomp filter: compilers and ninja fork,
@@ -26,8 +28,7 @@ kevin.evaluator.confine's Landlock policy for a build:
 
 Then stdin is /dev/null, and ARGV is executed. Where the kernel has no Landlock the build runs as
 before (`KEVIN_BUILD_JAIL=0` asks for that too). What a build can still read: the system
-directories above (/etc included, as for runners), and what the exit code and the output of a
-compiler say about them.
+directories above, and what the exit code and the output of a compiler say about them.
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ import sys
 
 VARIABLE = "KEVIN_BUILD_JAIL"
 """`0` runs builds with the judge's own file access (no jail)."""
+
+ETC = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "localtime", "alternatives",
+    "nsswitch.conf", "passwd", "group", "host.conf", "os-release", "lsb-release", "debian_version",
+)  # fmt: skip
+"""What of /etc a build reads (what compilers, ninja and torch's build opened there under strace,
+and the release files): not /etc/shadow, ssh host keys or anything else a root judge owns."""
 
 
 def enabled() -> bool:
@@ -63,7 +71,7 @@ def _lock(policy: dict) -> None:
     sys.path.insert(0, policy["root"])
     from kevin.evaluator import confine
 
-    fields = {"job_dir": policy["job_dir"], "readable": policy["readable"], "seccomp": False}
+    fields = {"job_dir": policy["job_dir"], "readable": policy["readable"], "seccomp": False, "etc": ETC}
     confine.lock_down_marshal(marshal.dumps(fields))  # quiet: its notes would read as compiler output
 
 

@@ -362,6 +362,9 @@ class LockDown(NamedTuple):
                  name (systemd's, a container runtime's); keep such sockets off the GPU machine.
     seccomp, drop_capabilities  the seccomp filter (kevin.evaluator.seccomp_filter) and an empty
                  capability set (effective, permitted, inheritable, ambient and bounding).
+    etc          None: all of /etc is readable (runners); else only these entries of it (builds,
+                 kevin.evaluator.buildjail: a root process owns /etc/shadow and the host's ssh keys,
+                 and reads them even without capabilities).
     """
 
     job_dir: str
@@ -375,6 +378,7 @@ class LockDown(NamedTuple):
     unix_sockets: bool = False
     seccomp: bool = True
     drop_capabilities: bool = True
+    etc: tuple[str, ...] | None = None
 
 
 def _package_root() -> str:
@@ -416,6 +420,9 @@ def readable_roots(policy: LockDown) -> list[str]:
         "/opt",
         "/usr/local",
     ]
+    if policy.etc is not None:
+        roots.remove("/etc")
+        roots += [os.path.join("/etc", name) for name in policy.etc]
     roots.append(policy.job_dir)
     if policy.build_cache:
         roots.append(policy.build_cache)

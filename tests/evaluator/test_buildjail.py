@@ -17,6 +17,7 @@ import torch.utils.cpp_extension as cpp_extension
 
 from kevin.evaluator import buildjail, cores
 from kevin.evaluator.broker import Broker
+from kevin.evaluator.confine import LockDown, readable_roots
 from kevin.evaluator.fastbuild import BUILD_NICENESS, run_killable
 
 SECRET = "kevin_secret_4711"
@@ -59,6 +60,20 @@ def test_a_jailed_command_reads_and_writes_only_where_it_may(tmp_path, secret):
     returncode, output = run_killable(["sh", "-c", script], build, 30, readable=[])
     assert returncode == 0 and output.split() == [str(build.resolve()), "wrote", "refused", "end"], output
     assert (build / "own").exists() and not (tmp_path / "outside").exists()
+
+
+@needs_landlock
+def test_a_jailed_command_reads_only_the_loaders_and_name_services_files_of_etc(tmp_path):
+    """A root judge owns /etc/shadow and the host's ssh keys, and reads them without capabilities:
+    a build got all of /etc (as runners do) until it was narrowed to what compilers open there."""
+    assert "/etc" not in readable_roots(LockDown(job_dir=str(tmp_path), etc=buildjail.ETC))
+    assert "/etc" in readable_roots(LockDown(job_dir=str(tmp_path)))  # runners: unchanged
+    script = "for f in /etc/ld.so.cache /etc/passwd /etc/hostname /etc/shadow; do head -c 1 $f >/dev/null 2>&1 && echo $f; done; true"
+    returncode, output = run_killable(["sh", "-c", script], tmp_path, 30, readable=[])
+    present = [path for path in ("/etc/ld.so.cache", "/etc/passwd") if Path(path).exists()]
+    assert returncode == 0 and output.split() == present, output  # not /etc/hostname, not /etc/shadow
+    returncode, output = run_killable(["sh", "-c", script], tmp_path, 30)
+    assert "/etc/hostname" in output or not Path("/etc/hostname").exists()  # unjailed: everything
 
 
 def test_the_jail_can_be_switched_off(tmp_path, secret, monkeypatch):
