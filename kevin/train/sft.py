@@ -219,8 +219,8 @@ def validation_rows(
 ) -> tuple[list[tuple[list[int], int]], list[list[list[int]]]]:
     """`samples` as `encode_samples` rows (those that fit `max_tokens`), and for each row the token
     positions of every constant its completion copies from the prompt (`constant_spans`: the plan's
-    and `f`'s), each a list of the positions of the tokens that write it. None for `wrong` samples (a
-    slip changes a constant on purpose), nor where the tokenizer gives no character offsets."""
+    and `f`'s), each a list of the positions of the tokens that write it. None are marked in `wrong`
+    samples (a slip changes a constant on purpose), nor where the tokenizer gives no offsets."""
     rows, marks = [], []
     if not samples:
         return rows, marks
@@ -260,8 +260,8 @@ def validation_scores(
     """`loss`: mean loss per completion token over `encoded`. With `marks` (per row, the token
     positions of each constant the completion copies, `validation_rows`): `constants`, the share of
     constants whose every token is the model's most likely next token (teacher-forced), and
-    `constant_p`, the mean probability the model gives each constant whole: what sampling at
-    temperature 1 would copy right. The model is left in train mode."""
+    `constant_p`, the mean probability the model gives each constant whole: about how often
+    sampling (at temperature 1) would copy it right. The model is left in train mode."""
     from kevin.train.logprobs import autocast_context
 
     model.eval()
