@@ -24,6 +24,9 @@ the RL run do (prompt and completion encoded apart; the completion ends with end
 `kevin sft --family DIR --out CKPT` runs it on a family written by `kevin family`, with the training
 tasks' corpus only (held-out tasks are never trained on). What this does not do: resume, several
 GPUs, or packing several samples into one row (rows are about the same length here).
+
+Why one module of ~560 lines: the warm start's data, schedule, loop, held-out scores (the loss and
+how well it copies the prompt's constants) and its command read as one procedure, top to bottom.
 """
 
 from __future__ import annotations
