@@ -311,3 +311,19 @@ def test_lanes_give_the_verdicts_one_at_a_time_gives_and_leave_the_cache_alone(r
     solo_task = adversarial.problem_task(ENTRIES["abuse_escaped_daemon"].problem).id
     assert all(cached[t] == {False} for t in lane_tasks - {solo_task}), cached
     assert True in cached[solo_task]
+
+
+def test_a_verdict_blamed_on_the_infrastructure_is_asked_again(monkeypatch):
+    """A fresh-clone CI run of session 29 failed three cheats' checks on the busy 2-core host: the
+    honest twin's (or the reference's) timing stayed dispersed, a verdict about the host that read as
+    the cheat's gain. Such verdicts are evaluated again, as the trainer drops them."""
+    from kevin.evaluator.result import EvalResult
+
+    busy = EvalResult(stage="runtime", blame="infrastructure", error="the host was busy")
+    fine = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.1)
+    answers = iter([busy, fine, busy, busy])
+    monkeypatch.setattr(adversarial, "evaluate", lambda task, source, config: next(answers))
+    first = adversarial.judged(None, "", None)
+    assert first.stage == "ok" and first.checks["infrastructure_retries"] == 1
+    second = adversarial.judged(None, "", None)  # asked again once, then the host's verdict stands
+    assert second.blame == "infrastructure" and second.checks["infrastructure_retries"] == 1
