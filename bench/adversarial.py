@@ -79,6 +79,7 @@ from adversarial_expect import (  # noqa: E402
     parse_expect,
 )
 from adversarial_report import FAMILIES, kevin_cell, markdown, summarize, summary_line  # noqa: E402
+from adversarial_rows import resumed_rows, run_lanes  # noqa: E402
 from naive_harness import naive_eval  # noqa: E402
 
 from kevin.evaluator.evaluate import EvalConfig, device_lock, evaluate  # noqa: E402
@@ -468,18 +469,23 @@ def prebuild(entries: list[Entry], cache: Path, jobs: int) -> list[str]:
         for found in call.finditer(text):
             stub = "from torch.utils.cpp_extension import load_inline\n" + found.group(0)
             stubs[found.group(2)] = render_text(stub)
+    # Run from a file: Triton's @jit reads its function's source from the file it was defined in.
     code = (
-        "import sys; from pathlib import Path; from kevin.evaluator import build\n"
+        "import runpy, sys; from pathlib import Path; from kevin.evaluator import build\n"
         "build.install(Path(sys.argv[1]), build.BuildLog())\n"
-        "exec(compile(sys.stdin.read(), 'prebuild', 'exec'), {'__name__': 'prebuild'})\n"
+        "runpy.run_path(sys.argv[2], run_name='prebuild')\n"
     )
+    stub_dir = cache / "prebuild"
+    stub_dir.mkdir(parents=True, exist_ok=True)
 
     def one(item: tuple[str, str]) -> str:
         name, source = item
         started = time.monotonic()
+        stub = stub_dir / f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}.py"
+        stub.write_text(source)
         done = subprocess.run(
-            [sys.executable, "-c", code, str(cache / "builds")],
-            input=source, text=True, capture_output=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+            [sys.executable, "-c", code, str(cache / "builds"), str(stub)],
+            text=True, capture_output=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
         )  # fmt: skip
         status = "ok" if done.returncode == 0 else "FAILED: " + done.stderr.strip()[-300:]
         return f"{name}: {status} ({time.monotonic() - started:.0f} s)"
@@ -595,6 +601,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--naive-timeout-s", type=float, default=60.0)
     parser.add_argument("--no-cost", action="store_true", help="skip the cost measurements")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows an earlier run under --out finished and evaluate only the rest (a table "
+        "made over several device calls)",
+    )
     parser.add_argument("--render", metavar="NAME", help="print one rendered candidate and exit")
     parser.add_argument("--probe-costs", metavar="NAME", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -613,18 +625,29 @@ def main(argv: list[str] | None = None) -> int:
     # overlaps these runs. cpp: a lock of our own (the CPU runs in CI share nothing).
     lock_dir = cache / "locks" if args.backend == "cpp" else Path(EvalConfig().lock_dir)
     started = time.monotonic()
-    print(f"prebuilding ({args.jobs} at a time)", flush=True)
-    for line in prebuild(entries, cache, args.jobs):
-        print("  " + line, flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = {"cpp": "adversarial_cpu", "cuda": "adversarial_cuda", "triton": "adversarial_triton"}[
         args.backend
     ]
     partial = out / f"{stem}_rows.jsonl"  # one line per candidate as it finishes: kept if cut short
-    partial.write_text("")
+    provisional = out / f"{stem}_lanes.jsonl"  # the lanes' rows before their side effects are read
+    kept = (
+        resumed_rows(partial, provisional, lambda: side_effects({}, cache), clear_side_effects)
+        if args.resume
+        else []
+    )
+    partial.write_text("".join(json.dumps(row, default=str) + "\n" for row in kept))
+    provisional.write_text("")
+    done = {row["candidate"] for row in kept}
     order = {entry.name: index for index, entry in enumerate(entries)}
-    rows: list[dict[str, Any]] = []
+    entries = [e for e in entries if e.name not in done]
+    if kept:
+        print(f"resuming: {len(kept)} rows kept from {partial}, {len(entries)} candidates to go", flush=True)
+    print(f"prebuilding ({args.jobs} at a time)", flush=True)
+    for line in prebuild(entries, cache, args.jobs):
+        print("  " + line, flush=True)
+    rows: list[dict[str, Any]] = list(kept)
     write_lock = threading.Lock()
 
     def finish(row: dict[str, Any]) -> None:
@@ -642,10 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         clear_side_effects()
-        with ThreadPoolExecutor(max_workers=args.lanes) as pool:
-            phase = [
-                row for row in pool.map(lambda e: run_entry(e, runs, lock_dir, args, shared=True), lanes)
-            ]
+        phase = run_lanes(lanes, args.lanes, lambda e: run_entry(e, runs, lock_dir, args, shared=True), provisional)
         leftover = side_effects({}, cache)
         if leftover:  # a lane's candidate left something: which one cannot be told, so all again alone
             print(f"the parallel phase left {leftover}: every lane candidate runs again alone", flush=True)
@@ -653,9 +673,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for row in phase:
                 finish(row)
+        provisional.write_text("")
     for entry in solo:
         finish(run_entry(entry, runs, lock_dir, args))
-    rows.sort(key=lambda row: order[row["candidate"]])
+    rows.sort(key=lambda row: order.get(row["candidate"], len(order)))
     report = _report(args, argv, started, rows, [])
     _write(report, out, stem)  # the table first; the costs (minutes on a GPU) are added after
     if not args.no_cost:

@@ -117,6 +117,14 @@ def markdown(report: dict[str, Any]) -> str:
         heading = "Caught, if at all, by another defence than the corpus file's `Expect:` line names:"
         lines += ["", heading, ""]
         lines += [f"- `{r['candidate']}`: {r['expect_unmet']}" for r in unexpected]
+    resumed = [r["candidate"] for r in rows if r.get("side_effects_read")]
+    if resumed:  # bench/adversarial_rows.resumed_rows
+        lines += [
+            "",
+            f"Made in a parallel phase that an earlier call cut short, their side effects read when the "
+            f"run was resumed (`--resume`; nothing is left to read on a machine started afresh): "
+            f"{', '.join(f'`{name}`' for name in resumed)}.",
+        ]
     if report.get("cost"):
         lines += ["", "## Cost of the dynamic checks", "", _cost_table(report["cost"])]
     return "\n".join(lines) + "\n"
