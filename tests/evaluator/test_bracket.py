@@ -360,6 +360,11 @@ def test_a_reference_timed_faster_than_the_bandwidth_allows_is_not_a_baseline():
     with pytest.raises(Failure) as failed:
         judge.check_reference_bound({"median_ms": 1e-6})
     assert failed.value.fields["blame"] == "infrastructure" and "bandwidth" in failed.value.fields["error"]
+    # The message says what the cycles and the overhead were, to tell which one was off.
+    stats = {"median_ms": 1e-6, "wall_median_ms": 0.0412, "wall_min_ms": 0.0398, "overhead_ms": 0.0419}
+    with pytest.raises(Failure) as failed:
+        judge.check_reference_bound(stats)
+    assert "median 0.0412 ms, fastest 0.0398 ms, less an overhead of 0.0419 ms" in failed.value.fields["error"]
     judge.check_reference_bound({"median_ms": 0.2})  # the honest eager chain
     ReferenceJudge(0).check_reference_bound({"median_ms": 1e-6})  # no inputs sized: nothing to say
 
