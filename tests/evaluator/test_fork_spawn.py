@@ -173,7 +173,7 @@ def test_the_lock_holds_in_a_forked_runner(tmp_path):
 
 
 HEAP = """
-import contextlib, io, json, os
+import contextlib, ctypes, io, json, os
 import torch
 from kevin.evaluator import spawn
 from kevin.evaluator.worker import harness
@@ -182,6 +182,11 @@ from test_runner_heap import FREE_AND_AGAIN  # its pattern: three 1 MB blocks wr
 def faults(prepare):
     read_end, write_end = os.pipe()
     def target():
+        # The judge's heap in the bad mode, made certain: every megabyte block mmapped afresh. Where a
+        # judge's history had already moved glibc's adaptive threshold past a megabyte (the H100's
+        # CUDA torch, session 30), a fork without the policy paid nothing more and the check below
+        # could not tell.
+        ctypes.CDLL(None).mallopt(harness._M_MMAP_THRESHOLD, 128 * 1024)
         if prepare:
             harness.runner_heap()
         printed = io.StringIO()
@@ -347,10 +352,11 @@ from kevin.evaluator.worker import harness
 from test_fork_spawn import _spec
 root, fake = Path(sys.argv[1]), sys.argv[2]
 before = spawn.cuda_driver_mapped()
+mapped = sorted({line.split()[-1] for line in open("/proc/self/maps") if "/libcuda.so" in line})
 probes.preload_profiler = lambda: ctypes.CDLL(fake)  # as if those imports had loaded the driver
 runner = harness.launch_runner(_spec(root), root / "home", traced=True, fork=True)
 runner.reply("boot")
-print(json.dumps([before, runner.confinement["forked"], spawn.forkable()]))
+print(json.dumps([before, runner.confinement["forked"], spawn.forkable(), mapped]))
 runner.kill()
 """
 
@@ -364,6 +370,7 @@ def test_a_preload_that_loads_the_cuda_driver_seals_the_forks(tmp_path):
     subprocess.run(
         ["cc", "-shared", "-fPIC", "-o", str(fake), "-x", "c", "-"], input="int kevin_stand_in;\n", text=True, check=True
     )
-    before, forked, reason = _fresh(DRIVER, str(tmp_path), str(fake))
-    assert before is False and forked is False
+    before, forked, reason, mapped = _fresh(DRIVER, str(tmp_path), str(fake))
+    assert before is False, f"the CUDA driver was mapped before the preload, by torch's import: {mapped}"
+    assert forked is False
     assert reason == "importing the profiler's modules loaded the CUDA driver"
