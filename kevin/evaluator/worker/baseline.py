@@ -39,6 +39,15 @@ H200 learning run of session 22 cached a 0.2 ms reference at 7.7 ms and scored s
 `claim_checked` and not timed again for such claims; otherwise the new one is scored and cached."""
 RECHECK_AGREEMENT = 0.25
 
+REFERENCE_ATTEMPTS = 2
+"""Timings of the reference, in its runner and its exclusive section, before one under its inputs'
+bandwidth floor is given up as the infrastructure's failure. Session 30 (H100): three small
+references (a few microseconds of work) came out at ~0 in batches of three workers, their cycles no
+longer than the overhead bracketed around them, and their honest candidates got no verdict; a
+disturbance of the moment (a clock still rising during the first bracket is one guess) is gone by
+the second timing, and a fault that stays fails as before. `checks.reference_retimed` keeps each
+timing given up."""
+
 
 def overheads_match(cached_ms: float | None, now_ms: float | None, signalling: str = "spin") -> bool:
     if not cached_ms or not now_ms:
@@ -148,16 +157,22 @@ class BaselineStage:
                     blame="infrastructure",
                 ) from None
             with self.device_section("baseline", exclusive=True):
-                try:
-                    record, dispersed, overhead = self.time_steadily(
-                        runner, {"output_bytes": self.overhead["output_bytes"]}, "baseline", control=runner
+                for _ in range(REFERENCE_ATTEMPTS):
+                    try:
+                        record, dispersed, overhead = self.time_steadily(
+                            runner, {"output_bytes": self.overhead["output_bytes"]}, "baseline", control=runner
+                        )
+                    except Failure as failure:
+                        failure.fields["blame"] = "infrastructure"
+                        raise
+                    stats = self.timing_stats(record, overhead, flag=False)
+                    if not self.under_reference_bound(stats):
+                        break
+                    self.checks.setdefault("reference_retimed", []).append(
+                        {k: stats.get(k) for k in ("median_ms", "wall_median_ms", "wall_min_ms", "overhead_ms")}
                     )
-                except Failure as failure:
-                    failure.fields["blame"] = "infrastructure"
-                    raise
         finally:
             runner.kill()
-        stats = self.timing_stats(record, overhead, flag=False)
         self.check_reference_bound(stats)
         if dispersed:
             # Scored against, it would hand the candidate the disturbance as speedup; cached, every
@@ -171,15 +186,21 @@ class BaselineStage:
             )
         return stats
 
+    def under_reference_bound(self, stats: dict[str, Any]) -> float:
+        """The bandwidth floor of the reference's inputs when `stats` time it under that floor, else 0."""
+        if not self.is_cuda or not self.input_bytes:
+            return 0.0
+        floor_ms = probes.bandwidth_floor_for_bytes(self.input_bytes, self.torch.cuda.get_device_name())
+        return floor_ms if probes.impossible(stats["median_ms"], floor_ms) else 0.0
+
     def check_reference_bound(self, stats: dict[str, Any]) -> None:
         """The reference cannot beat the device's memory bandwidth any more than a candidate can
         (`bound_check`): a baseline timed faster was measured wrongly (an overhead as slow as the
         calls: the H200 learning run of session 22 timed one at 0 ms, its cycles and bracket all
-        ~8 ms), and scored against or cached it rates every candidate of the task at ~0."""
-        if not self.is_cuda or not self.input_bytes:
-            return
-        floor_ms = probes.bandwidth_floor_for_bytes(self.input_bytes, self.torch.cuda.get_device_name())
-        if probes.impossible(stats["median_ms"], floor_ms):
+        ~8 ms), and scored against or cached it rates every candidate of the task at ~0. It is timed
+        again first (REFERENCE_ATTEMPTS)."""
+        floor_ms = self.under_reference_bound(stats)
+        if floor_ms:
             # The cycles and the overhead taken off them say which was off (session 30, H100: the
             # references of two small Triton tasks timed at 0 and one at 0.3 us, cause unknown).
             cycles = (
