@@ -33,7 +33,9 @@ none (`baseline_cache=False`: the same verdict as the first of its task), the de
 their timings as in any batch; side effects are read once the lanes are done, and if any is found
 every lane candidate runs again alone. The candidates whose point is a side effect or the baseline
 cache (`needs_solo`) always run alone, after the lanes, as before. On the H200 one at a time costs
-~50 s a candidate (the CUDA table's 54 entries: 45 min of device time).
+~50 s a candidate (the CUDA table's 54 entries: 45 min of device time). A device call ends at 10
+minutes: every row (a lane's too) is written as its candidate finishes, and `--resume` keeps the rows
+already under --out and runs only the rest (bench/adversarial_rows.py).
 
 Usage:  python bench/adversarial.py --backend cpp --out bench/results      (about 15 min on 2 cores)
 Writes adversarial_cpu.md and .json (adversarial_cuda.* for --backend cuda) under --out; the report's
