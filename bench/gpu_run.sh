@@ -6,7 +6,9 @@
 #   bundled     the bundled set through `kevin eval-batch`
 #   adversarial bench/adversarial.py --backend cuda (the GPU corpus table of issue #4; the cpp
 #               corpus runs on the CPU: python bench/adversarial.py --backend cpp); ADV_ONLY: the
-#               entries, comma-separated globs (default all: ~50 s an entry, more than one call)
+#               entries, comma-separated globs (default all: ~50 s an entry, more than one call);
+#               ADV_LANES: candidates at once (--lanes); ADV_FROM: a folder holding an earlier call's
+#               adversarial_cuda_rows.jsonl / _lanes.jsonl (carried): --resume runs only the rest
 #   throughput  bench/eval_throughput.py, cold pass (issue #5)
 #   plain       bench/eval_throughput.py --passes plain: harness (a) alone over all 66 candidates,
 #               PLAIN_JOBS at once (builds overlap, GPU work one at a time), for the verdict check;
@@ -61,8 +63,13 @@ if has bundled; then
   pids+=($!)
 fi
 if has adversarial; then
+  resume=()
+  if [ -n "${ADV_FROM:-}" ]; then  # an earlier call's rows (carried): only the rest is evaluated
+    cp "$ADV_FROM"/adversarial_cuda_rows.jsonl "$ADV_FROM"/adversarial_cuda_lanes.jsonl "$OUT"/ 2>/dev/null
+    resume=(--resume)
+  fi
   $limit python3 bench/adversarial.py --backend cuda --jobs 8 --no-cost --out "$OUT" --only "${ADV_ONLY:-*}" \
-    > "$OUT/adversarial.log" 2>&1 &
+    --lanes "${ADV_LANES:-1}" "${resume[@]}" > "$OUT/adversarial.log" 2>&1 &
   pids+=($!)
 fi
 if has throughput; then
