@@ -667,7 +667,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         clear_side_effects()
-        phase = run_lanes(lanes, args.lanes, lambda e: run_entry(e, runs, lock_dir, args, shared=True), provisional)
+        phase = run_lanes(
+            lanes, args.lanes, lambda e: run_entry(e, runs, lock_dir, args, shared=True), provisional
+        )
         leftover = side_effects({}, cache)
         if leftover:  # a lane's candidate left something: which one cannot be told, so all again alone
             print(f"the parallel phase left {leftover}: every lane candidate runs again alone", flush=True)

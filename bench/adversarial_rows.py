@@ -67,7 +67,9 @@ def resumed_rows(
     if lanes:
         left = leftover()
         if left:
-            print(f"the cut-short parallel phase left {left}: its {len(lanes)} rows are made again", flush=True)
+            print(
+                f"the cut-short parallel phase left {left}: its {len(lanes)} rows are made again", flush=True
+            )
             clear()
             return rows
         for row in lanes:

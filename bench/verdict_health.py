@@ -100,6 +100,26 @@ def on_grid(value: float) -> bool:
     return any(abs(value - mark) <= GRID_TOLERANCE_MS for mark in GRID_MS)
 
 
+def bracket_sides(verdicts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per timed party, the bracket's overhead before the calls over its overhead after them
+    (`checks.bracket_sides_ms`, s30): their median, and how many brackets were over 2% slower before.
+    Slower before, attempt after attempt, is a device still warming up when the calls were timed
+    (the overhead taken off is then too large: short calls come out at ~0)."""
+    ratios: dict[str, list[float]] = {}
+    for verdict in verdicts:
+        for who, pairs in ((verdict.get("checks") or {}).get("bracket_sides_ms") or {}).items():
+            ratios.setdefault(who, []).extend(before / after for before, after in pairs if after > 0)
+    return {
+        who: {
+            "n": len(values),
+            "median_before_over_after": round(statistics.median(values), 4),
+            "before_slower_2pct": sum(1 for value in values if value > 1.02),
+        }
+        for who, values in ratios.items()
+        if values
+    }
+
+
 def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes = Counter(f"{v.get('stage')} / {v.get('blame')}" for v in verdicts)
     flags = Counter(flag for v in verdicts for flag in v.get("flags") or [])
@@ -136,6 +156,8 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     retried = sum(1 for v in timed if ((v.get("checks") or {}).get("timing_attempts") or {}).get("candidate"))
     inflated = {who: sum(1 for v in verdicts if blocks_inflated(v.get(key))) for who, key in TIMED}
     return {
+        "bracket_sides": bracket_sides(verdicts),
+        "references_retimed": sum(1 for v in verdicts if (v.get("checks") or {}).get("reference_retimed")),
         "verdicts": len(verdicts),
         "outcomes": dict(outcomes.most_common()),
         "flags": dict(flags.most_common()),
@@ -181,6 +203,18 @@ def report(summary: dict[str, Any]) -> str:
         f"blocks inflated by frequent slow calls: {inflated['candidates']} candidates, "
         f"{inflated['baselines']} baselines"
     )
+    sides = summary["bracket_sides"]
+    lines.append(
+        "bracket, overhead before over after the calls (median; over 2% slower before): "
+        + (
+            ", ".join(
+                f"{who} {row['median_before_over_after']} ({row['before_slower_2pct']} of {row['n']})"
+                for who, row in sides.items()
+            )
+            or "not recorded (before s30)"
+        )
+    )
+    lines.append(f"references timed again under their bandwidth floor: {summary['references_retimed']}")
     return "\n".join(lines)
 
 

@@ -42,13 +42,14 @@ def bench(monkeypatch):
     monkeypatch.setattr(adversarial, "prebuild", lambda entries, cache, jobs: [])
     monkeypatch.setattr(adversarial, "clear_side_effects", lambda: None)
     monkeypatch.setattr(
-        adversarial, "side_effects", lambda before, root: state["leftover"].pop(0) if state["leftover"] else {}
+        adversarial, "side_effects", lambda before, root: (state["leftover"] or [{}]).pop(0)
     )
     return state
 
 
 def _main(tmp_path: Path, *more: str) -> int:
-    argv = ["--backend", "triton", "--lanes", "3", "--no-cost", "--out", str(tmp_path), "--cache", str(tmp_path / "c")]
+    argv = ["--backend", "triton", "--lanes", "3", "--no-cost", "--out", str(tmp_path)]
+    argv += ["--cache", str(tmp_path / "c")]
     return adversarial.main([*argv, *more])
 
 
@@ -94,7 +95,7 @@ def test_a_triton_candidate_prebuilds_from_a_file(tmp_path, monkeypatch):
     bundled = tmp_path / "bundled"
     (bundled / "triton").mkdir(parents=True)
     path = bundled / "triton" / "candidate.py"
-    path.write_text("import inspect\n\ndef kernel():\n    pass\n\nassert 'pass' in inspect.getsource(kernel)\n")
+    path.write_text("import inspect\n\n\ndef kernel():\n    pass\n\n\nassert inspect.getsource(kernel)\n")
     monkeypatch.setattr(adversarial, "BUNDLED", bundled)
     entry = adversarial.Entry(name="candidate", family="honest", problem="01", backend="triton", path=path)
     [line] = adversarial.prebuild([entry], tmp_path / "cache", 1)

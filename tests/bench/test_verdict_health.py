@@ -81,3 +81,29 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
 def test_a_directory_without_episodes_is_a_usage_error(tmp_path, capsys):
     assert health.main([str(tmp_path)]) == 2
     assert "no episodes.jsonl" in capsys.readouterr().err
+
+
+def test_the_brackets_two_sides_and_the_retimed_references_are_summed_up(tmp_path, capsys):
+    """s30: small references at ~0 against their bracket. Slower before the calls than after them
+    in most verdicts would say the device was still warming up when they were timed."""
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    warming = {"candidate": [[0.0440, 0.0400]], "baseline": [[0.0412, 0.0400], [0.0401, 0.0400]]}
+    steady = {"candidate": [[0.0400, 0.0401]]}
+    retimed = [{"median_ms": 1e-6, "wall_median_ms": 0.0412, "wall_min_ms": 0.0398, "overhead_ms": 0.0419}]
+    rows = [
+        verdict(checks={"bracket_sides_ms": warming, "reference_retimed": retimed}),
+        verdict(checks={"bracket_sides_ms": steady}),
+        verdict(),
+    ]
+    write(rl / "episodes.jsonl", rows)
+    assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
+    summary = json.loads((tmp_path / "h.json").read_text())
+    assert summary["bracket_sides"] == {
+        "candidate": {"n": 2, "median_before_over_after": 1.0488, "before_slower_2pct": 1},
+        "baseline": {"n": 2, "median_before_over_after": 1.0162, "before_slower_2pct": 1},
+    }
+    assert summary["references_retimed"] == 1
+    printed = capsys.readouterr().out
+    assert "candidate 1.0488 (1 of 2)" in printed
+    assert "references timed again under their bandwidth floor: 1" in printed

@@ -425,7 +425,9 @@ class RetimingJudge(ReferenceJudge):
 
     def start_runner(self, traced: bool) -> Any:
         judge = self
-        return types.SimpleNamespace(request=lambda *a, **k: {"ok": True}, kill=lambda: setattr(judge, "killed", 1))
+        return types.SimpleNamespace(
+            request=lambda *a, **k: {"ok": True}, kill=lambda: setattr(judge, "killed", 1)
+        )
 
     def device_work(self, section: Any) -> Any:
         return section
@@ -438,7 +440,9 @@ class RetimingJudge(ReferenceJudge):
 
     def timing_stats(self, record: Any, overhead: Any, flag: bool = True) -> dict[str, Any]:
         median = self.medians.pop(0)
-        return {"median_ms": median, "wall_median_ms": 0.04 + median, "wall_min_ms": 0.039, "overhead_ms": 0.04}
+        return {
+            "median_ms": median, "wall_median_ms": 0.04 + median, "wall_min_ms": 0.039, "overhead_ms": 0.04,
+        }  # fmt: skip
 
 
 def test_a_reference_timed_under_its_floor_is_timed_again_before_it_is_given_up():
@@ -454,4 +458,30 @@ def test_a_reference_timed_under_its_floor_is_timed_again_before_it_is_given_up(
         stuck.time_reference(compiled=False)
     assert failed.value.fields["blame"] == "infrastructure" and len(stuck.checks["reference_retimed"]) == 2
     steady = RetimingJudge([0.2])
-    assert steady.time_reference(compiled=False)["median_ms"] == 0.2 and "reference_retimed" not in steady.checks
+    assert steady.time_reference(compiled=False)["median_ms"] == 0.2
+    assert "reference_retimed" not in steady.checks
+
+
+class RampingControl(ScriptedRunner):
+    """A control runner whose first overhead cycles (the bracket before the calls) run slower than
+    its later ones, as on a GPU whose clock is still rising."""
+
+    def __init__(self, first_ns: int, later_ns: int) -> None:
+        super().__init__(first_ns, 300_000)
+        self.later_ns = later_ns
+
+    def run_cycles(self, **kwargs: Any) -> CycleRecord:
+        record = super().run_cycles(**kwargs)
+        self.cycle_ns = self.later_ns
+        return record
+
+
+def test_each_side_of_a_bracket_is_kept_to_tell_a_rising_clock_from_a_busy_host():
+    """Session 30 (H100): small references came out at ~0 against their bracket. Which side of it was
+    slow is kept with the verdict, attempt by attempt."""
+    judge = Judge()
+    control = RampingControl(QUIET_OVERHEAD_NS + 20_000, QUIET_OVERHEAD_NS)
+    judge.time_steadily(quiet_candidate(), busy_calibration(), control=control)
+    [before, after] = judge.checks["bracket_sides_ms"]["candidate"][0]
+    assert before == pytest.approx((QUIET_OVERHEAD_NS + 20_000) / 1e6, abs=0.003)
+    assert after == pytest.approx(QUIET_OVERHEAD_NS / 1e6, abs=0.003)

@@ -160,17 +160,17 @@ class BaselineStage:
                 for _ in range(REFERENCE_ATTEMPTS):
                     try:
                         record, dispersed, overhead = self.time_steadily(
-                            runner, {"output_bytes": self.overhead["output_bytes"]}, "baseline", control=runner
-                        )
+                            runner, {"output_bytes": self.overhead["output_bytes"]}, "baseline",
+                            control=runner,
+                        )  # fmt: skip
                     except Failure as failure:
                         failure.fields["blame"] = "infrastructure"
                         raise
                     stats = self.timing_stats(record, overhead, flag=False)
                     if not self.under_reference_bound(stats):
                         break
-                    self.checks.setdefault("reference_retimed", []).append(
-                        {k: stats.get(k) for k in ("median_ms", "wall_median_ms", "wall_min_ms", "overhead_ms")}
-                    )
+                    kept = ("median_ms", "wall_median_ms", "wall_min_ms", "overhead_ms")
+                    self.checks.setdefault("reference_retimed", []).append({k: stats.get(k) for k in kept})
         finally:
             runner.kill()
         self.check_reference_bound(stats)
@@ -204,7 +204,8 @@ class BaselineStage:
             # The cycles and the overhead taken off them say which was off (session 30, H100: the
             # references of two small Triton tasks timed at 0 and one at 0.3 us, cause unknown).
             cycles = (
-                f" (its cycles' median {stats['wall_median_ms']:.4g} ms, fastest {stats['wall_min_ms']:.4g} ms, "
+                f" (its cycles' median {stats['wall_median_ms']:.4g} ms, "
+                f"fastest {stats['wall_min_ms']:.4g} ms, "
                 f"less an overhead of {stats['overhead_ms']:.4g} ms)"
                 if "wall_median_ms" in stats
                 else ""

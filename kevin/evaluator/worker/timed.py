@@ -141,6 +141,11 @@ class TimingStage:
         )
         after = self.overhead_cycles(control, "bracket", nbytes, budget_ms, fetches=BRACKET_FETCHES)
         self.checks.setdefault("settled", {})["bracket " + who] = before.settled and after.settled
+        # Each side's median, attempt by attempt: a bracket slower before the calls than after them
+        # (a clock still rising?) takes too much off short calls (session 30: references at ~0).
+        self.checks.setdefault("bracket_sides_ms", {}).setdefault(who, []).append(
+            [round(record_wall_median_ms(before), 5), round(record_wall_median_ms(after), 5)]
+        )
         clean_fetch_ms, clean_copy_ms = overhead.get("fetch_ms"), overhead.get("copy_ms")
         overhead = overhead_from([before, after], nbytes)
         overhead["cycles_ms"] = [ns / 1e6 for ns in before.cycle_ns + after.cycle_ns]
