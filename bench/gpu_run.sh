@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine. STEPS picks what runs (default: "build tests"):
+#   host        the evaluator's host tests (forked starts, heap policy, spin cores, session weights,
+#               spares) on the GPU machine's CPU and CUDA torch, alone, first (s30: two failed there)
 #   build       bench/build_speed.py: kevin's cold and cached builds one at a time, plain load_inline
 #               for the first 6 (6 at once); runs alone, so build times see an idle machine
 #   tests       the `gpu` tests (GPU_TESTS, default tests/), GPU_TEST_WORKERS processes at once
@@ -48,10 +50,15 @@ has() { [[ "$STEPS" == *" $1 "* ]]; }
 if has build; then
   python3 bench/build_speed.py --backend cuda --out "$OUT" --plain-jobs 6 --plain-limit 6 > "$OUT/build_speed.log" 2>&1
 fi
-pids=()
 # SIGINT, not TERM: pytest then prints its summary (which cases failed, and why) before it exits; s16
-# lost both to a TERM at the limit.
+# lost both to a TERM at the limit (and s30 a host-test run to plain `timeout`).
 limit="timeout -s INT --kill-after=20 ${STEP_TIMEOUT:-540}"
+if has host; then  # alone, before the rest: they measure processes' starts, heaps and priorities
+  $limit python3 -m pytest -rA -p no:cacheprovider -o addopts="" --timeout 200 tests/evaluator/test_fork_spawn.py \
+    tests/evaluator/test_runner_heap.py tests/evaluator/test_spin_cores.py tests/evaluator/test_session_weight.py \
+    tests/evaluator/test_spares.py > "$OUT/host_tests.log" 2>&1
+fi
+pids=()
 if has tests; then
   $limit python3 -m pytest -m gpu ${GPU_TESTS:-tests} -v -p no:cacheprovider -o addopts="" \
     -n "${GPU_TEST_WORKERS:-4}" --timeout 420 --junitxml="$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 &
@@ -106,6 +113,7 @@ if has agreement; then
   $limit python3 bench/eval_agreement.py --out "$OUT" > "$OUT/eval_agreement.log" 2>&1
 fi
 has build && { echo "== build speed"; tail -22 "$OUT/build_speed.log"; }
+has host && { echo "== host tests"; grep -E "^(FAILED|ERROR)" "$OUT/host_tests.log"; tail -1 "$OUT/host_tests.log"; }
 has tests && { echo "== gpu tests"; grep -E "PASSED|FAILED|ERROR|SKIPPED" "$OUT/gpu_tests.log" | grep -v PASSED | tail -15; tail -3 "$OUT/gpu_tests.log"; }
 has bundled && { echo "== bundled set"; tail -16 "$OUT/bundled_cuda.txt"; }
 has adversarial && { echo "== adversarial"; grep -E " -> |dynamic only|cheats" "$OUT/adversarial.log" | tail -30; }
