@@ -11,6 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from kevin.search.rundir import read_rows  # a last line cut short by a kill is dropped
+
 
 def run_lanes(
     entries: list[Any], lanes: int, run: Callable[[Any], dict[str, Any]], provisional: Path
@@ -25,10 +27,11 @@ def run_lanes(
     def keep(future: Future) -> None:
         if future.cancelled() or future.exception() is not None:
             return
+        row = future.result()
         with write_lock:
-            rows.append(future.result())
+            rows.append(row)
             with provisional.open("a") as handle:
-                handle.write(json.dumps(future.result(), default=str) + "\n")
+                handle.write(json.dumps(row, default=str) + "\n")
 
     pool = ThreadPoolExecutor(max_workers=lanes)
     futures = [pool.submit(run, entry) for entry in entries]
@@ -40,17 +43,6 @@ def run_lanes(
         pool.shutdown(wait=True, cancel_futures=True)
     for future in futures:
         future.result()  # a lane's own error stops the run, as one candidate's would
-    return rows
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a rows file; a last line cut short by a kill is left out."""
-    rows = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
     return rows
 
 
