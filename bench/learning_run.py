@@ -349,7 +349,10 @@ class LearningRun:
     def sft_config(self) -> sft.SFTConfig:
         config = sft.sft_preset("h200") if self.args.scale == "full" else toy_sft()
         steps = self.args.sft_steps or config.steps
-        return dataclasses.replace(config, seed=self.args.seed, time_limit_s=self.args.sft_s, steps=steps)
+        weight = self.args.constant_weight or config.constant_weight
+        return dataclasses.replace(
+            config, seed=self.args.seed, time_limit_s=self.args.sft_s, steps=steps, constant_weight=weight
+        )
 
     def base_config(self) -> TrainConfig:
         """The RL config before the run's own paths: the preset, the back end, --set."""

@@ -51,7 +51,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--weights", default="1,8", help="constant weights to compare, comma-separated")
     parser.add_argument("--train-tasks", type=int, default=700)
     parser.add_argument("--heldout-tasks", type=int, default=16)
-    parser.add_argument("--rl-tasks", type=int, default=100, help="training combinations kept out of the corpus")
+    parser.add_argument(
+        "--rl-tasks", type=int, default=100, help="training combinations kept out of the corpus"
+    )
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -140,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         tiny_intermediate_size=3 * args.hidden,
         device="cpu",
     )
-    print(f"sft_constants: {len(samples)} training samples, {len(validation)} held-out, weights {args.weights}")
+    print(
+        f"sft_constants: {len(samples)} training samples, {len(validation)} held-out, weights {args.weights}"
+    )
     results = []
     prepared = None  # one tokenizer and encoding for every weight (the marks serve any weight)
     for weight in args.weights:
@@ -183,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_report(out: Path, args: argparse.Namespace, results: list[dict], samples: int, validation: int) -> None:
+def write_report(
+    out: Path, args: argparse.Namespace, results: list[dict], samples: int, validation: int
+) -> None:
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
@@ -195,8 +201,9 @@ def write_report(out: Path, args: argparse.Namespace, results: list[dict], sampl
         "# Constant weight in the warm start's loss (bench/sft_constants.py)",
         "",
         f"kevin {commit}, {platform.node()} CPU; {samples} training samples (the learning run's corpus: "
-        f"{args.train_tasks} tasks less {args.rl_tasks} RL-only, seed {args.seed}); model {args.layers} layers x "
-        f"{args.hidden}; {args.steps} steps of {args.batch_size}, lr {args.lr:g}, the same batches for every weight.",
+        f"{args.train_tasks} tasks less {args.rl_tasks} RL-only, seed {args.seed}); model {args.layers} "
+        f"layers x {args.hidden}; {args.steps} steps of {args.batch_size}, lr {args.lr:g}, the same batches "
+        "for every weight.",
         "",
         "Teacher-forced on the held-out corpus (constants copied by argmax / their mean probability):",
         "",

@@ -9,6 +9,7 @@ loss: a constant is a few tokens of a ~550-token completion, so the mean loss ha
 - `constant_tokens`: per sample, the completion token indices of each constant it copies
   (`kevin.train.corpus.constant_spans`), through the tokenizer's offsets; none in `wrong` samples
   (their slip may change a constant on purpose).
+- `collate`: rows as the warm start's batches (right-padded; labels the completion's tokens only).
 - `token_weights` / `weighted_loss`: SFT's objective with those tokens weighed `constant_weight`
   times the rest (`SFTConfig.constant_weight`; 1 is the plain mean), normalised by the weights' sum.
 - `validation_rows` / `validation_scores`: the held-out loss and how well the constants are copied
@@ -56,6 +57,19 @@ def constant_tokens(samples: Sequence[Sample], codec: Any) -> list[list[list[int
                     marks.append(tokens)
         found.append(marks)
     return found
+
+
+def collate(rows: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded input ids, attention mask, and labels with prompt and padding masked."""
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    labels = torch.full_like(input_ids, IGNORE)
+    for row, (ids, prompt_length) in enumerate(rows):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        labels[row, prompt_length : len(ids)] = torch.tensor(ids[prompt_length:])
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
 def token_weights(
@@ -125,7 +139,6 @@ def validation_scores(
     `constant_p`, the mean probability the model gives each constant whole: about how often
     sampling (at temperature 1) would copy it right. The model is left in train mode."""
     from kevin.train.logprobs import autocast_context
-    from kevin.train.sft import collate
 
     model.eval()
     total, tokens = 0.0, 0

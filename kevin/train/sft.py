@@ -8,8 +8,10 @@ of the learning run starts from weights made here:
 2. model: the tiny Llama of `ModelConfig` (its `tiny_*` fields; the h200 preset's is about 27M
    parameters), random weights from the seed;
 3. training: next-token cross-entropy on the completion tokens only (prompt and padding masked),
-   mean over the batch's completion tokens; AdamW (betas 0.9/0.95), linear warm-up then cosine decay
-   to `min_lr_fraction` of the peak, global gradient-norm clip; bf16 autocast on CUDA, fp32 weights.
+   mean over the batch's completion tokens (with `constant_weight` other than 1, the tokens that
+   copy the prompt's constants weigh that much: kevin.train.copying; the log's `loss` stays the
+   plain mean); AdamW (betas 0.9/0.95), linear warm-up then cosine decay to `min_lr_fraction` of
+   the peak, global gradient-norm clip; bf16 autocast on CUDA, fp32 weights.
    Each batch is `batch_size` samples from a seeded shuffle (every sample once per epoch), padded on
    the right to the batch's longest row; samples longer than `max_tokens` are dropped (counted);
 4. output: a Hugging Face checkpoint folder (weights, config, generation config, tokenizer) that
@@ -25,8 +27,8 @@ the RL run do (prompt and completion encoded apart; the completion ends with end
 tasks' corpus only (held-out tasks are never trained on). What this does not do: resume, several
 GPUs, or packing several samples into one row (rows are about the same length here).
 
-Why one module of ~560 lines: the warm start's data, schedule, loop, held-out scores (the loss and
-how well it copies the prompt's constants) and its command read as one procedure, top to bottom.
+Why one module of ~520 lines: the warm start's data, schedule, loop and command read as one
+procedure, top to bottom (the constants' tokens and the held-out scores: kevin.train.copying).
 """
 
 from __future__ import annotations
@@ -46,11 +48,18 @@ import torch
 
 from kevin.errors import UsageError
 from kevin.train.config import ModelConfig
-from kevin.train.corpus import CONSTANT_DRAWS, LENGTH_CAP, Sample, constant_spans
+from kevin.train.copying import (
+    collate,
+    constant_tokens,
+    token_weights,
+    validation_rows,
+    validation_scores,
+    weighted_loss,
+)
+from kevin.train.corpus import CONSTANT_DRAWS, LENGTH_CAP, Sample
 
 SFT_LOG = "sft_log.jsonl"
 SFT_RECORD = "sft.json"
-IGNORE = -100
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,9 @@ class SFTConfig:
     (0: never)."""
     val_samples: int = 64
     """Most validation samples scored (spread evenly over those given)."""
+    constant_weight: float = 1.0
+    """Weight of the tokens that copy a prompt's constants in the loss, the rest 1
+    (kevin.train.copying; 1: the plain mean over completion tokens)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -100,6 +112,7 @@ class SFTConfig:
             (self.log_every >= 1, "sft log_every must be at least 1"),
             (self.val_every >= 0, "sft val_every must be 0 (never) or positive"),
             (self.val_samples >= 1, "sft val_samples must be at least 1"),
+            (self.constant_weight > 0, "sft constant_weight must be positive (1: no extra weight)"),
         ]
         for ok, message in rules:
             if not ok:
@@ -168,19 +181,6 @@ def encode_samples(
     return encoded, dropped
 
 
-def collate(rows: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded input ids, attention mask, and labels with prompt and padding masked."""
-    width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    labels = torch.full_like(input_ids, IGNORE)
-    for row, (ids, prompt_length) in enumerate(rows):
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention_mask[row, : len(ids)] = 1
-        labels[row, prompt_length : len(ids)] = torch.tensor(ids[prompt_length:])
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-
-
 def batches(count: int, batch_size: int, seed: int):
     """Endless index batches: a fresh seeded shuffle each epoch, every index once per epoch."""
     rng = random.Random(seed)
@@ -217,87 +217,6 @@ def spread(items: Sequence, count: int) -> list:
     return [items[i * len(items) // count] for i in range(count)]
 
 
-def validation_rows(
-    samples: Sequence[Sample], codec: Any, max_tokens: int
-) -> tuple[list[tuple[list[int], int]], list[list[list[int]]]]:
-    """`samples` as `encode_samples` rows (those that fit `max_tokens`), and for each row the token
-    positions of every constant its completion copies from the prompt (`constant_spans`: the plan's
-    and `f`'s), each a list of the positions of the tokens that write it. None are marked in `wrong`
-    samples (a slip changes a constant on purpose), nor where the tokenizer gives no offsets."""
-    rows, marks = [], []
-    if not samples:
-        return rows, marks
-    completions = [sample.completion for sample in samples]
-    try:
-        offsets = codec.tokenizer(completions, add_special_tokens=False, return_offsets_mapping=True)
-    except (NotImplementedError, ValueError, TypeError):  # a slow tokenizer: no offsets
-        offsets = None
-    prompts = codec.encode_prompts([sample.prompt for sample in samples])
-    for index, (sample, prompt, completion) in enumerate(
-        zip(samples, prompts, codec.encode_completions(completions, "stop"))
-    ):
-        if len(prompt) + len(completion) > max_tokens:
-            continue
-        rows.append((prompt + completion, len(prompt)))
-        found: list[list[int]] = []
-        if offsets is not None and sample.label != "wrong":
-            spans = offsets["offset_mapping"][index]
-            for start, end in constant_spans(sample.completion):
-                tokens = [j for j, (a, b) in enumerate(spans) if a < end and b > start]
-                if tokens:
-                    found.append([len(prompt) + j for j in tokens])
-        marks.append(found)
-    return rows, marks
-
-
-@torch.no_grad()
-def validation_scores(
-    model: Any,
-    encoded: Sequence[tuple[list[int], int]],
-    pad_id: int,
-    batch_size: int,
-    device,
-    dtype,
-    marks: Sequence[Sequence[Sequence[int]]] = (),
-) -> dict[str, float]:
-    """`loss`: mean loss per completion token over `encoded`. With `marks` (per row, the token
-    positions of each constant the completion copies, `validation_rows`): `constants`, the share of
-    constants whose every token is the model's most likely next token (teacher-forced), and
-    `constant_p`, the mean probability the model gives each constant whole: about how often
-    sampling (at temperature 1) would copy it right. The model is left in train mode."""
-    from kevin.train.logprobs import autocast_context
-
-    model.eval()
-    total, tokens = 0.0, 0
-    copied, probability, constants = 0, 0.0, 0
-    for start in range(0, len(encoded), batch_size):
-        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size], pad_id).items()}
-        with autocast_context(device, dtype):
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        labels = batch["labels"][:, 1:]
-        losses = torch.nn.functional.cross_entropy(
-            logits[:, :-1].float().transpose(1, 2), labels, ignore_index=IGNORE, reduction="sum"
-        )
-        total += float(losses)
-        tokens += int((labels != IGNORE).sum())
-        for row, positions in enumerate(marks[start : start + batch_size]):
-            if not positions:
-                continue
-            log_probs = torch.log_softmax(logits[row].float(), dim=-1)
-            ids = batch["input_ids"][row]
-            for constant in positions:
-                at = torch.tensor(constant, device=ids.device)
-                predicted = log_probs[at - 1]  # the logits before a token predict it
-                copied += int(bool((predicted.argmax(dim=-1) == ids[at]).all()))
-                probability += float(predicted.gather(1, ids[at].unsqueeze(1)).sum().exp())
-                constants += 1
-    model.train()
-    scores = {"loss": total / max(1, tokens)}
-    if constants:
-        scores.update(constants=copied / constants, constant_p=probability / constants)
-    return scores
-
-
 def build_tokenizer(config: SFTConfig, samples: Sequence[Sample]) -> Any:
     """The tiny BPE trained with the corpus's texts, or the checkpoint's own tokenizer."""
     from kevin.train.corpus import tokenizer_texts
@@ -321,10 +240,14 @@ class Prepared:
     """Length of each distinct prompt, for corpus_stats."""
     completion_tokens: list[int] = field(default_factory=list)
     """Length of each sample's completion (no end token), dropped ones included, for corpus_stats."""
+    marks: list[list[list[int]]] = field(default_factory=list)
+    """Per encoded row, the completion token indices of each constant it copies
+    (`kevin.train.copying.constant_tokens`); empty unless `prepare` was asked for them."""
 
 
-def prepare(config: SFTConfig, samples: Sequence[Sample]) -> Prepared:
-    """Train the tokenizer and encode `samples` with it."""
+def prepare(config: SFTConfig, samples: Sequence[Sample], *, marks: bool | None = None) -> Prepared:
+    """Train the tokenizer and encode `samples` with it; `marks`: also find each row's constant
+    tokens (default: when config.constant_weight is not 1, which needs them)."""
     from kevin.train.model import TextCodec
 
     if not samples:
@@ -336,6 +259,16 @@ def prepare(config: SFTConfig, samples: Sequence[Sample]) -> Prepared:
     if not encoded:
         raise UsageError(f"every sample is longer than max_tokens={config.max_tokens}; raise it")
     prompts, completions = ids
+    kept_marks = []
+    if marks is None:
+        marks = config.constant_weight != 1.0
+    if marks:  # the kept rows' only, as encode_samples keeps them
+        found = constant_tokens(samples, codec)
+        kept_marks = [
+            constants
+            for sample, completion, constants in zip(samples, completions, found)
+            if len(prompts[sample.prompt]) + len(completion) <= config.max_tokens
+        ]
     return Prepared(
         tokenizer,
         codec,
@@ -343,6 +276,7 @@ def prepare(config: SFTConfig, samples: Sequence[Sample]) -> Prepared:
         dropped,
         prompt_tokens=[len(prompt) for prompt in prompts.values()],
         completion_tokens=[len(completion) - 1 for completion in completions],
+        marks=kept_marks,
     )
 
 
@@ -365,12 +299,16 @@ def train_sft(
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     prepared = prepared or prepare(config, samples)
-    tokenizer, codec, encoded, dropped = (
+    tokenizer, codec, encoded, dropped, marks = (
         prepared.tokenizer,
         prepared.codec,
         prepared.encoded,
         prepared.dropped,
+        prepared.marks,
     )
+    weighted = config.constant_weight != 1.0
+    if weighted and len(marks) != len(encoded):
+        raise ValueError("constant_weight needs the rows' constant tokens: prepare() with the same config")
     device = resolve_device(config.model)
     dtype = resolve_compute_dtype(config.model, device)
     torch.manual_seed(config.seed)
@@ -387,7 +325,7 @@ def train_sft(
         f"kevin sft: {parameters / 1e6:.1f}M parameters, {len(encoded)} samples ({dropped} too long), "
         f"vocabulary {len(tokenizer)}, {config.steps} steps of {config.batch_size} on {device}"
     )
-    held, marks = validation_rows(spread(validation, config.val_samples), codec, config.max_tokens)
+    held, held_marks = validation_rows(spread(validation, config.val_samples), codec, config.max_tokens)
     val_losses: list[tuple[int, float]] = []
     val_constants: list[tuple[int, float, float]] = []
     losses: list[float] = []
@@ -398,13 +336,23 @@ def train_sft(
         for step in range(config.steps):
             for group in optimizer.param_groups:
                 group["lr"] = config.lr * lr_factor(step, config, time.monotonic() - trained_from)
-            batch = {
-                k: v.to(device) for k, v in collate([encoded[i] for i in next(draw)], codec.pad_id).items()
-            }
-            with autocast_context(device, dtype):
-                loss = model(**batch).loss
+            picked = next(draw)
+            rows = [encoded[i] for i in picked]
+            batch = {k: v.to(device) for k, v in collate(rows, codec.pad_id).items()}
+            if weighted:
+                weights = token_weights(
+                    rows, [marks[i] for i in picked], config.constant_weight, batch["labels"].shape[1]
+                )
+                with autocast_context(device, dtype):
+                    logits = model(
+                        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+                    ).logits
+                objective, loss = weighted_loss(logits, batch["labels"], weights)
+            else:
+                with autocast_context(device, dtype):
+                    objective = loss = model(**batch).loss
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            objective.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
             value = float(loss.detach())
@@ -418,10 +366,14 @@ def train_sft(
                 "tokens": int(batch["attention_mask"].sum()),
                 "seconds": round(seconds, 3),
             }
+            if weighted:
+                row["objective"] = float(objective.detach())
             out_of_time = config.time_limit_s is not None and seconds > config.time_limit_s
             last = out_of_time or step + 1 == config.steps
             if held and config.val_every and (step == 0 or (step + 1) % config.val_every == 0 or last):
-                scores = validation_scores(model, held, codec.pad_id, config.batch_size, device, dtype, marks)
+                scores = validation_scores(
+                    model, held, codec.pad_id, config.batch_size, device, dtype, held_marks
+                )
                 row["val_loss"] = scores["loss"]
                 val_losses.append((step + 1, row["val_loss"]))
                 if "constants" in scores:
@@ -479,6 +431,7 @@ def _run(args: argparse.Namespace) -> int:
     from kevin.train.corpus import build_corpus
     from kevin.train.family import load_family
 
+    check_corpus_arguments(args)
     out_dir = Path(args.out)
     if (out_dir / "config.json").exists():
         raise UsageError(f"{out_dir} already holds a model; pick a new --out")
@@ -491,8 +444,9 @@ def _run(args: argparse.Namespace) -> int:
     }
     if args.time_limit_s is not None:
         changes["time_limit_s"] = args.time_limit_s if args.time_limit_s > 0 else None
+    if args.constant_weight is not None:
+        changes["constant_weight"] = args.constant_weight
     config = dataclasses.replace(config, seed=args.seed, **changes)
-    check_corpus_arguments(args)
     from kevin.train.presets import preset
 
     one_shot = preset(args.preset).rollout.one_shot  # the prompts `kevin train --preset` will write
@@ -535,7 +489,8 @@ def register_commands(subparsers) -> None:
 
 
 def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    """The corpus's weights, for `kevin sft` and the learning run (bench/learning_run.py) alike."""
+    """The corpus's weights and its constants' weight in the loss, for `kevin sft` and the learning
+    run (bench/learning_run.py) alike."""
     parser.add_argument(
         "--constant-draws",
         type=int,
@@ -550,6 +505,12 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"copies of a rare chain length's tasks, at most (kevin.train.corpus.length_repeats; default "
         f"{LENGTH_CAP}; 1: every task the same weight)",
     )
+    parser.add_argument(
+        "--constant-weight",
+        type=float,
+        help="weight in the loss of the tokens that copy the prompt's constants, the rest 1 "
+        "(kevin.train.copying; default: the preset's; 1: the plain mean)",
+    )
 
 
 def check_corpus_arguments(args: argparse.Namespace) -> None:
@@ -558,3 +519,7 @@ def check_corpus_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
     if args.length_cap < 1:
         raise UsageError(f"--length-cap {args.length_cap}: use 1 or more (1: every task the same weight)")
+    if args.constant_weight is not None and not args.constant_weight > 0:
+        raise UsageError(
+            f"--constant-weight {args.constant_weight}: use a positive weight (1: no extra weight)"
+        )

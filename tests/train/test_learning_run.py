@@ -305,8 +305,9 @@ def test_too_few_heldout_tasks_is_a_usage_error(tmp_path, capsys):
 def test_sft_steps_sets_the_warm_starts_length(tmp_path, capsys):
     out = tmp_path / "learn"
     argv = ["--out", str(out), "--work", str(tmp_path / "work"), "--scale", "toy", "--backend", "cpp"]
-    argv += ["--budget-s", "300", "--baseline-per-task", "1", "--sft-steps", "6"]
+    argv += ["--budget-s", "300", "--baseline-per-task", "1", "--sft-steps", "6", "--constant-weight", "4"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    assert json.loads((out / "sft.json").read_text())["config"]["constant_weight"] == 4.0
     assert json.loads((out / "metrics.json").read_text())["sft"]["steps"] == 6  # the toy preset's: 4
     argv = ["--out", str(tmp_path / "o2"), "--scale", "toy", "--sft-steps", "0"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
@@ -320,6 +321,9 @@ def test_no_constant_draws_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--scale", "toy", "--length-cap", "0"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
     assert "--length-cap 0: use 1 or more" in capsys.readouterr().err
+    argv = ["--out", str(tmp_path / "out"), "--scale", "toy", "--constant-weight", "-1"]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "--constant-weight -1.0: use a positive weight" in capsys.readouterr().err
 
 
 class SlowPolicy(CyclingPolicy):

@@ -12,7 +12,7 @@ import torch
 from train_helpers import FakeEvaluator, tiny_config
 
 from kevin.cli import main as kevin_main
-from kevin.train import sft
+from kevin.train import copying, sft
 from kevin.train.corpus import Sample, build_corpus
 from kevin.train.family import generate_family, load_family, write_family
 from kevin.train.loop import train
@@ -193,7 +193,7 @@ def test_validation_loss_is_the_models_own_mean_completion_loss(small_corpus):
     rows = prepared.encoded[:1]
     with torch.no_grad():
         expected = model(**sft.collate(rows, prepared.codec.pad_id)).loss.item()  # HF: mean over labels
-    scores = sft.validation_scores(model, rows, prepared.codec.pad_id, 4, torch.device("cpu"), None)
+    scores = copying.validation_scores(model, rows, prepared.codec.pad_id, 4, torch.device("cpu"), None)
     assert scores == {"loss": pytest.approx(expected, rel=1e-5)}  # no marks: no constants scored
     assert model.training  # left as it was found
 
@@ -223,7 +223,7 @@ def test_validation_marks_the_tokens_of_each_copied_constant(constant_corpus):
 
     config = tiny_sft()
     prepared = sft.prepare(config, constant_corpus)
-    rows, marks = sft.validation_rows(constant_corpus, prepared.codec, config.max_tokens)
+    rows, marks = copying.validation_rows(constant_corpus, prepared.codec, config.max_tokens)
     assert rows == sft.encode_samples(constant_corpus, prepared.codec, config.max_tokens)[0]
     tokenizer = prepared.tokenizer
     for sample, (ids, prompt_length), found in zip(constant_corpus, rows, marks):
@@ -258,10 +258,10 @@ def test_constants_are_scored_by_argmax_and_by_probability():
     rows = [([5, 6, 7, 8, 9, 10], 2)]
     marks = [[[3, 4], [5]]]  # two constants: tokens 8 and 9, then token 10
     token = math.exp(4.0) / (math.exp(4.0) + 15)  # a vocabulary of 16, the right token 4 above the rest
-    exact = sft.validation_scores(_Copier(16, 4.0), rows, 0, 4, torch.device("cpu"), None, marks)
+    exact = copying.validation_scores(_Copier(16, 4.0), rows, 0, 4, torch.device("cpu"), None, marks)
     assert exact["constants"] == 1.0
     assert exact["constant_p"] == pytest.approx((token**2 + token) / 2, rel=1e-5)
-    missed = sft.validation_scores(_Copier(16, 4.0, {4}), rows, 0, 4, torch.device("cpu"), None, marks)
+    missed = copying.validation_scores(_Copier(16, 4.0, {4}), rows, 0, 4, torch.device("cpu"), None, marks)
     assert missed["constants"] == 0.5  # the first constant's second token is another's
     wrong = 1 / (math.exp(4.0) + 15)
     assert missed["constant_p"] == pytest.approx((token * wrong + token) / 2, rel=1e-5)
@@ -285,3 +285,62 @@ def test_held_out_loss_is_logged_at_the_start_every_val_every_steps_and_at_the_e
     assert [step for step, _, _ in record["val_constants"]] == [1, 3, 6, 7]
     assert all(0 <= row["val_constants"] <= 1 and 0 < row["val_constant_p"] <= 1 for row in constants)
     assert sft.spread(list(range(10)), 4) == [0, 2, 5, 7]
+
+
+def test_the_weighted_loss_by_hand():
+    """Three labelled positions with losses l1, l2, l3 (the middle one a constant's, weight 4): the
+    objective is (l1 + 4 l2 + l3) / 6 and the plain mean (l1 + l2 + l3) / 3; weight 1 is HF's loss."""
+    rows = [([1, 2, 3, 0], 1)]
+    batch = sft.collate(rows, pad_id=0)  # labels: positions 1..3 (2, 3, 0)
+    logits = torch.zeros(1, 4, 4)
+    logits[0, 0, 2] = 2.0  # predicts position 1's token 2 with margin 2
+    logits[0, 1, 1] = 3.0  # position 2's token is 3: wrong by margin 3
+    logits[0, 2, 0] = 1.0  # position 3's token 0 with margin 1
+    losses = [
+        -math.log(math.exp(2) / (math.exp(2) + 3)),
+        -math.log(1 / (math.exp(3) + 3)),
+        -math.log(math.exp(1) / (math.exp(1) + 3)),
+    ]
+    weights = copying.token_weights(rows, [[[1]]], 4.0, 4)  # completion index 1 = row position 2
+    assert weights.tolist() == [[0.0, 1.0, 4.0, 1.0]]
+    objective, plain = copying.weighted_loss(logits, batch["labels"], weights)
+    assert objective.item() == pytest.approx((losses[0] + 4 * losses[1] + losses[2]) / 6, rel=1e-5)
+    assert plain.item() == pytest.approx(sum(losses) / 3, rel=1e-5)
+    flat, _ = copying.weighted_loss(logits, batch["labels"], copying.token_weights(rows, [[[1]]], 1.0, 4))
+    hf = torch.nn.functional.cross_entropy(logits[0, :-1], batch["labels"][0, 1:])
+    assert flat.item() == pytest.approx(hf.item(), rel=1e-6)
+
+
+def test_prepare_marks_each_kept_rows_constants_beside_it(constant_corpus, small_corpus):
+    """With constant_weight, `prepare` keeps each row's constant tokens in the row's order, a sample
+    dropped for its length dropped from both; they are the tokens validation scores."""
+    config = tiny_sft(constant_weight=5.0)
+    short = Sample("L0_1", "x", "honest", "p", "ok")  # keeps the marks' order honest: no constants
+    too_long = dataclasses.replace(constant_corpus[0], completion=constant_corpus[0].completion * 40)
+    samples = [too_long, *constant_corpus, short]
+    prepared = sft.prepare(config, samples)
+    assert prepared.dropped == 1 and len(prepared.marks) == len(prepared.encoded) == len(constant_corpus) + 1
+    _, scored = copying.validation_rows(samples, prepared.codec, config.max_tokens)
+    for (_, prompt_length), marks, positions in zip(prepared.encoded, prepared.marks, scored):
+        assert [[prompt_length + j for j in tokens] for tokens in marks] == positions
+    assert prepared.marks[-1] == [] and any(prepared.marks)
+    assert sft.prepare(tiny_sft(), samples).marks == []  # weight 1: nothing to find
+
+
+def test_training_with_constant_weight_logs_the_plain_loss_and_the_objective(constant_corpus, tmp_path):
+    config = tiny_sft(steps=4, constant_weight=8.0)
+    result = sft.train_sft(config, constant_corpus, tmp_path, out=lambda line: None)
+    rows = [json.loads(line) for line in (tmp_path / sft.SFT_LOG).read_text().splitlines()]
+    assert len(rows) == 4 and all(row["objective"] > 0 and row["loss"] > 0 for row in rows)
+    assert any(abs(row["objective"] - row["loss"]) > 1e-4 for row in rows)  # the constants weigh more
+    record = json.loads((tmp_path / sft.SFT_RECORD).read_text())
+    assert record["config"]["constant_weight"] == 8.0 and result.steps == 4
+    plain = sft.train_sft(tiny_sft(steps=1), constant_corpus, tmp_path / "plain", out=lambda line: None)
+    assert "objective" not in json.loads((tmp_path / "plain" / sft.SFT_LOG).read_text().splitlines()[0])
+    assert plain.steps == 1
+
+
+def test_kevin_sft_refuses_a_weight_that_is_not_positive(tmp_path, capsys):
+    argv = ["sft", "--family", str(tmp_path), "--out", str(tmp_path / "o"), "--constant-weight", "0"]
+    assert kevin_main(argv) == 2
+    assert "--constant-weight 0.0: use a positive weight" in capsys.readouterr().err
