@@ -121,6 +121,20 @@ def toy_rl() -> TrainConfig:
     )
 
 
+def plan_family(
+    seed: int, train_tasks: int, heldout_tasks: int, rl_tasks: int, *, toy: bool = False
+) -> tuple[list[families.TaskSpec], list[str]]:
+    """The run's family specs (the toy's fixed counts with `toy`) and the ids of its RL-only tasks
+    (training combinations kept out of the warm-start corpus); bench/sft_constants.py uses it too."""
+    held = TOY_HELDOUT if toy else families.heldout_counts(heldout_tasks)
+    specs = families.generate_family(
+        seed,
+        train_counts=TOY_TRAIN if toy else families.train_counts(train_tasks, held),
+        heldout_counts=held,
+    )
+    return specs, families.rl_only_ids(specs, rl_tasks, seed) if rl_tasks else []
+
+
 def toy_sft() -> sft.SFTConfig:
     base = sft.sft_preset("smoke")
     model = dataclasses.replace(base.model, tiny_layers=1, tiny_hidden_size=32, tiny_intermediate_size=64)
@@ -207,13 +221,9 @@ class LearningRun:
                 f"--rl-tasks {self.args.rl_tasks}: the run in {self.work} has {rl_only}; resume without it"
             )
         if not self.resuming:
-            held = families.heldout_counts(self.args.heldout_tasks) if full else TOY_HELDOUT
-            specs = families.generate_family(
-                self.args.seed,
-                train_counts=families.train_counts(self.args.train_tasks, held) if full else TOY_TRAIN,
-                heldout_counts=held,
+            specs, rl_ids = plan_family(
+                self.args.seed, self.args.train_tasks, self.args.heldout_tasks, rl_only, toy=not full
             )
-            rl_ids = families.rl_only_ids(specs, rl_only, self.args.seed) if rl_only else []
             size = "large" if self.args.backend == "cuda" else "small"
             families.write_family(directory, specs, size=size)
             if rl_ids:

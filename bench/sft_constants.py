@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from heldout_errors import CLASSES, classify  # noqa: E402
+from learning_run import plan_family  # noqa: E402
 
 from kevin.errors import UsageError  # noqa: E402
 from kevin.train import corpus as corpora  # noqa: E402
@@ -78,14 +79,11 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
     """The learning run's family and corpora (bench/learning_run.py's phases, its defaults)."""
     from kevin.train.presets import preset
 
-    held = families.heldout_counts(args.heldout_tasks)
-    specs = families.generate_family(
-        args.seed, train_counts=families.train_counts(args.train_tasks, held), heldout_counts=held
-    )
-    rl_ids = set(families.rl_only_ids(specs, args.rl_tasks, args.seed)) if args.rl_tasks else set()
+    specs, rl_ids = plan_family(args.seed, args.train_tasks, args.heldout_tasks, args.rl_tasks)
     families.write_family(work / "family", specs, size="large")
     specs, train, heldout = families.load_family(work / "family")
-    train = [task for task in train if task.id not in rl_ids]
+    kept_out = set(rl_ids)
+    train = [task for task in train if task.id not in kept_out]
     one_shot = preset("h200").rollout.one_shot
     samples = corpora.build_corpus(
         specs,
