@@ -22,6 +22,7 @@ It prints one row per held-out evaluation step (counts of each class out of the 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -33,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from kevin.errors import UsageError  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
+from kevin.rl.episodes import read_episodes, stored  # noqa: E402
 from kevin.train.family import SPEC_FILE, TaskSpec  # noqa: E402
 from kevin.train.kernels.common import elementwise_fn, op_line_patterns  # noqa: E402
 
@@ -84,7 +86,8 @@ def table(rows: list[dict], specs: dict[str, TaskSpec]) -> dict[int, Counter]:
 
 
 def _find(folder: Path, name: str) -> Path:
-    for candidate in (folder / name, folder / "rl" / name, folder / "report" / name, folder / "family" / name):
+    for where in (folder, folder / "rl", folder / "report", folder / "family"):
+        candidate = stored(where / name)
         if candidate.is_file():
             return candidate
     raise UsageError(f"no {name} in {folder} (or its rl/, report/, family/); pass a learning run's --out or work folder")
@@ -97,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         folder = Path(args.folder)
-        family = json.loads(_find(folder, SPEC_FILE).read_text(encoding="utf-8"))
+        family_file = _find(folder, SPEC_FILE)
+        opener = gzip.open if family_file.suffix == ".gz" else open
+        with opener(family_file, "rt", encoding="utf-8") as handle:
+            family = json.load(handle)
         specs = {spec.task_id: spec for spec in (TaskSpec.from_dict(t) for t in family["tasks"])}
-        heldout = _find(folder, "heldout.jsonl")
-        rows = [json.loads(line) for line in heldout.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = read_episodes(_find(folder, "heldout.jsonl"))
         counts = table(rows, specs)
     except UsageError as exc:
         print(f"heldout_errors: {exc}", file=sys.stderr)

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kevin.rl.episodes import read_episodes
+from kevin.rl.episodes import read_episodes, stored
 from kevin.rl.metrics import group_rows, trajectory_result
 
 HELDOUT_FILE = "heldout.jsonl"
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--json", type=Path, default=None, help="also write the records here")
     args = parser.parse_args(argv)
-    path = args.run / HELDOUT_FILE if args.run.is_dir() else args.run
+    path = stored(args.run / HELDOUT_FILE) if args.run.is_dir() else args.run
     if not path.is_file():
         print(
             f"heldout_paired: no {path}; pass a run directory with {HELDOUT_FILE} or the file",

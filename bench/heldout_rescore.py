@@ -30,7 +30,7 @@ from typing import Any
 
 from kevin.errors import UsageError
 from kevin.evaluator.result import EvalResult
-from kevin.rl.episodes import read_episodes
+from kevin.rl.episodes import read_episodes, stored
 
 HELDOUT_FILE = "heldout.jsonl"
 RESCORED_FILE = "heldout_rescored.jsonl"
@@ -148,7 +148,7 @@ def _run(args: argparse.Namespace, evaluator_factory: Callable[[Any], Any] | Non
     from kevin.train.overrides import load_config
     from kevin.train.rollout import build_evaluator
 
-    path = args.run / HELDOUT_FILE
+    path = stored(args.run / HELDOUT_FILE)
     if not path.is_file():
         raise UsageError(f"no {path}; pass the RL run directory of a learning run")
     config = load_config(args.run)

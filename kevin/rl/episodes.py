@@ -25,6 +25,7 @@ steps; readers key trajectories by (step, task, trajectory).
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -78,14 +79,24 @@ def write_episodes(path: str | Path, trajectories: Sequence[Trajectory], *, step
     return len(rows)
 
 
+def stored(path: str | Path) -> Path:
+    """`path`, or `path.gz` where only the gzipped copy exists (committed results keep large JSONL
+    files gzipped, so that a device call's tree has room for a run's carry)."""
+    path = Path(path)
+    packed = path.with_name(path.name + ".gz")
+    return packed if not path.exists() and packed.is_file() else path
+
+
 def read_episodes(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an episodes file, or of `episodes.jsonl` in a run directory. Blank lines are skipped;
-    a line that is not a JSON object raises ValueError naming the line."""
+    """Rows of an episodes file (gzipped when its name ends in .gz), or of `episodes.jsonl` (or its
+    .gz) in a run directory. Blank lines are skipped; a line that is not a JSON object raises
+    ValueError naming the line."""
     path = Path(path)
     if path.is_dir():
-        path = path / EPISODES_FILE
+        path = stored(path / EPISODES_FILE)
     rows = []
-    with path.open(encoding="utf-8") as handle:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

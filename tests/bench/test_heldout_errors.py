@@ -4,6 +4,7 @@ own kernels, edited the ways a small policy gets them wrong, land in the class n
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -60,3 +61,16 @@ def test_the_script_counts_a_runs_heldout_file_by_step(tmp_path, capsys):
     assert "step  samples" in capsys.readouterr().out
     assert heldout_errors.main([str(tmp_path / "nowhere")]) == 2
     assert "no family.json" in capsys.readouterr().err
+
+
+def test_the_script_reads_a_committed_runs_gzipped_files(tmp_path, capsys):
+    """Committed results keep family.json and heldout.jsonl gzipped: the counts are the same."""
+    ok = EvalResult(stage="ok", compiled=True, correct=True, speedup=1.5).to_dict()
+    row = {"step": 0, "task": SPEC.task_id, "candidate": _honest(), "verdict": ok}
+    (tmp_path / "report").mkdir()
+    (tmp_path / "rl").mkdir()
+    family = json.dumps({"size": "large", "tasks": [SPEC.to_dict()]})
+    (tmp_path / "report" / (SPEC_FILE + ".gz")).write_bytes(gzip.compress(family.encode()))
+    (tmp_path / "rl" / "heldout.jsonl.gz").write_bytes(gzip.compress((json.dumps(row) + "\n").encode()))
+    assert heldout_errors.main([str(tmp_path), "--json", str(tmp_path / "e.json")]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["0"]["passed"] == 1

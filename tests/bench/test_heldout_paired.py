@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 
@@ -95,3 +96,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "heldout.jsonl").write_text(json.dumps(row(0, "a", 0, 1.0)) + "\n")
     assert paired.main([str(tmp_path), "--base", "3"]) == 2
     assert "no held-out rows at step 3" in capsys.readouterr().err
+
+
+def test_a_committed_run_read_from_its_gzipped_heldout_file(tmp_path, capsys):
+    """Committed results keep large JSONL gzipped (heldout.jsonl.gz): the run directory still reads."""
+    rows = []
+    for t in range(10):
+        rows += [row(0, f"t{t}", 0, 1.0), row(4, f"t{t}", 0, 1.5)]
+    (tmp_path / "heldout.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    assert paired.main([str(tmp_path), "--resamples", "200", "--json", str(tmp_path / "p.json")]) == 0
+    (record,) = json.loads((tmp_path / "p.json").read_text())
+    assert (record["pairs"], record["gained"], record["lost"]) == (10, 0, 0)
+    assert record["speedup_diff"] == pytest.approx(0.5)
+    assert "a rise beyond chance at step(s) 4" in capsys.readouterr().out
