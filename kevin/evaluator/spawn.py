@@ -232,18 +232,42 @@ def forkable() -> str:
         return "torch is not imported (a fork would save nothing)"
     if torch.cuda.is_initialized():
         return "CUDA is initialized"
+    if cuda_driver_started():
+        return "the CUDA driver is started"
     return ""
 
 
-def cuda_driver_mapped() -> bool:
-    """Whether the CUDA driver's library is mapped into this process. torch loads it at its first
-    CUDA call, not at its import; once the driver has started, a forked child cannot use CUDA."""
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def cuda_driver_started() -> bool:
+    """Whether the CUDA driver has started (cuInit) in this process: a child forked after that cannot
+    use CUDA, and torch.cuda.is_initialized does not see a start another library made. The driver's
+    library being mapped is not enough: the GPU machine's torch (2.11, CUDA 13) maps libcuda.so at its
+    import, and forks of it use CUDA (s28, s30; s32 saw it mapped). Each mapped libcuda is asked
+    without loading or starting anything: it is opened with RTLD_NOLOAD, and its cuDeviceGetCount
+    answers CUDA_ERROR_NOT_INITIALIZED until cuInit. One that cannot be asked counts as started."""
+    import ctypes
+
     try:
         with open("/proc/self/maps", encoding="utf-8") as handle:
-            maps = handle.read()
+            paths = {line.split()[-1] for line in handle if "/libcuda.so" in line}
     except OSError:
         return False
-    return "/libcuda.so" in maps
+    for path in sorted(paths):
+        ask = None
+        for name in (path, "libcuda.so.1"):  # the maps' file, else the driver's soname
+            try:
+                ask = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY).cuDeviceGetCount
+                break
+            except (OSError, AttributeError):
+                continue
+        if ask is None:
+            return True
+        count = ctypes.c_int(0)
+        if ask(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED:
+            return True
+    return False
 
 
 FORK_VARIABLE = "KEVIN_RUNNER_FORK"

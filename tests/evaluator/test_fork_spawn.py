@@ -351,7 +351,7 @@ from kevin.evaluator import probes, spawn
 from kevin.evaluator.worker import harness
 from test_fork_spawn import _spec
 root, fake = Path(sys.argv[1]), sys.argv[2]
-before = spawn.cuda_driver_mapped()
+before = spawn.cuda_driver_started()
 mapped = sorted({line.split()[-1] for line in open("/proc/self/maps") if "/libcuda.so" in line})
 probes.preload_profiler = lambda: ctypes.CDLL(fake)  # as if those imports had loaded the driver
 runner = harness.launch_runner(_spec(root), root / "home", traced=True, fork=True)
@@ -360,17 +360,40 @@ print(json.dumps([before, runner.confinement["forked"], spawn.forkable(), mapped
 runner.kill()
 """
 
+STAND_IN = """
+int cuDeviceGetCount(int *count) {{ *count = 1; return {answer}; }}
+"""
+
+
+def _stand_in(folder: Path, answer: int) -> Path:
+    """A libcuda.so.1 whose cuDeviceGetCount answers `answer` (3: not started; 0: started)."""
+    folder.mkdir()
+    path = folder / "libcuda.so.1"
+    source = STAND_IN.format(answer=answer)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(path), "-x", "c", "-"], input=source, text=True, check=True)
+    return path
+
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for a stand-in libcuda")
-def test_a_preload_that_loads_the_cuda_driver_seals_the_forks(tmp_path):
+def test_a_preload_that_starts_the_cuda_driver_seals_the_forks(tmp_path):
     """A child forked after the CUDA driver has started cannot use CUDA, and torch.cuda.is_initialized
     does not see a driver another library started: the preload's imports are checked for it (a
-    stand-in libcuda.so.1 here), and the runner then starts afresh."""
-    fake = tmp_path / "libcuda.so.1"
-    subprocess.run(
-        ["cc", "-shared", "-fPIC", "-o", str(fake), "-x", "c", "-"], input="int kevin_stand_in;\n", text=True, check=True
-    )
+    stand-in libcuda.so.1 here, answering as a started driver), and the runner then starts afresh.
+    Torch's import may map the real driver (the GPU machine's does, s32) but starts none."""
+    fake = _stand_in(tmp_path / "lib", answer=0)
     before, forked, reason, mapped = _fresh(DRIVER, str(tmp_path), str(fake))
-    assert before is False, f"the CUDA driver was mapped before the preload, by torch's import: {mapped}"
+    assert before is False, f"the CUDA driver was started before the preload, by torch's import: {mapped}"
     assert forked is False
-    assert reason == "importing the profiler's modules loaded the CUDA driver"
+    assert reason == "importing the profiler's modules started the CUDA driver"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler for a stand-in libcuda")
+def test_a_driver_mapped_but_not_started_keeps_the_forks(tmp_path):
+    """The GPU machine's torch maps libcuda.so at its import without starting it, and forks of it use
+    CUDA: a mapped driver that answers CUDA_ERROR_NOT_INITIALIZED does not seal the forks (s32's H100
+    found the old check, `libcuda.so` in the maps, unable to tell the two apart there)."""
+    fake = _stand_in(tmp_path / "lib", answer=3)
+    before, forked, reason, mapped = _fresh(DRIVER, str(tmp_path), str(fake))
+    assert before is False
+    assert forked is True, reason
+    assert reason == ""

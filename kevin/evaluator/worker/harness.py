@@ -109,12 +109,11 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True, fork: b
 
     fork = fork and not spawn.forkable()
     if fork and traced:
-        # Once per judge: its forks then warm the profiler without importing. Those imports touch no
-        # CUDA on the torch of s28; should another's load the driver, no runner is forked after it.
-        had_driver = spawn.cuda_driver_mapped()
+        # Once per judge: its forks then warm the profiler without importing. Those imports start no
+        # CUDA on the torch of s28; should another's start the driver, no runner is forked after it.
         probes.preload_profiler()
-        if spawn.cuda_driver_mapped() and not had_driver:
-            spawn.seal_forks("importing the profiler's modules loaded the CUDA driver")
+        if spawn.cuda_driver_started():
+            spawn.seal_forks("importing the profiler's modules started the CUDA driver")
             fork = False
     runner = RunnerHandle(
         int(spec["area_bytes"]), lock=lock, env=env, cwd=str(home), forked=runner_heap if fork else None
