@@ -425,8 +425,12 @@ def _pids() -> list[int]:
 
 
 def _session_rss_bytes(session: int) -> int:
-    """Resident memory of the worker's session and of every process below the worker (its runners
-    live in PID namespaces of their own, but stay below it in the process tree)."""
+    """Memory of the worker's session and of every process below the worker (its runners live in PID
+    namespaces of their own, but stay below it in the process tree): each process's proportional set
+    size (a page shared by n processes counts 1/n in each), so that runners forked from their judge
+    are not charged again for the judge's pages they share (s32: the GPU machine's judge, CUDA torch
+    and the profiler's modules, came to more than 3 GiB counted three times). Resident size where a
+    process's smaps_rollup cannot be read."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     below = set(descendants(session))
@@ -434,12 +438,23 @@ def _session_rss_bytes(session: int) -> int:
         stat = _proc_stat(pid)
         if stat is None or (stat[1] != session and pid not in below):
             continue
-        try:
-            with open(f"/proc/{pid}/statm", "rb") as handle:
-                total += int(handle.read().split()[1]) * page
-        except (OSError, IndexError, ValueError):
-            continue
+        total += _process_memory_bytes(pid, page)
     return total
+
+
+def _process_memory_bytes(pid: int, page: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * page
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _has_token(pid: int, token: str) -> bool:
