@@ -381,7 +381,7 @@ def _supervise(process: Any, read_fd: int, limits: Limits, channel_token: str) -
             killed_for = "timeout"
             break
         if now >= next_memory_check:
-            rss = _session_rss_bytes(process.pid)
+            rss = _session_memory_bytes(process.pid)
             peak_rss = max(peak_rss, rss)
             if rss > limits.host_memory_bytes:
                 killed_for = "memory"
@@ -424,7 +424,7 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _session_rss_bytes(session: int) -> int:
+def _session_memory_bytes(session: int) -> int:
     """Memory of the worker's session and of every process below the worker (its runners live in PID
     namespaces of their own, but stay below it in the process tree): each process's proportional set
     size (a page shared by n processes counts 1/n in each), so that runners forked from their judge

@@ -42,7 +42,7 @@ def test_pages_shared_by_forks_count_once():
         time.sleep(0.5)  # the children have run past their fork
         below = sandbox.descendants(process.pid)
         assert len(below) == 3, below
-        measured = sandbox._session_rss_bytes(process.pid)
+        measured = sandbox._session_memory_bytes(process.pid)
         # Four processes share one 256 MB buffer: resident sizes summed come to over 1 GB.
         assert SIZE <= measured < 1.5 * SIZE, f"{measured / MB:.0f} MB"
     finally:
