@@ -381,7 +381,7 @@ def _supervise(process: Any, read_fd: int, limits: Limits, channel_token: str) -
             killed_for = "timeout"
             break
         if now >= next_memory_check:
-            rss = _session_memory_bytes(process.pid)
+            rss = _session_memory_bytes(process.pid, limits.host_memory_bytes)
             peak_rss = max(peak_rss, rss)
             if rss > limits.host_memory_bytes:
                 killed_for = "memory"
@@ -424,25 +424,35 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def _session_memory_bytes(session: int) -> int:
+def _session_memory_bytes(session: int, limit: int) -> int:
     """Memory of the worker's session and of every process below the worker (its runners live in PID
-    namespaces of their own, but stay below it in the process tree): each process's proportional set
-    size (a page shared by n processes counts 1/n in each), so that runners forked from their judge
-    are not charged again for the judge's pages they share (s32: the GPU machine's judge, CUDA torch
-    and the profiler's modules, came to more than 3 GiB counted three times). Resident size where a
-    process's smaps_rollup cannot be read."""
+    namespaces of their own, but stay below it in the process tree). Resident sizes summed (statm,
+    ~10 us a process), and where that passes `limit`, proportional set sizes instead (smaps_rollup,
+    ~1 ms a process; a page shared by n processes counts 1/n in each): runners forked from their
+    judge are not charged again for the judge's pages they share (s32: on the GPU machine the judge's
+    CUDA torch and profiler modules, counted three times, passed a 3 GiB limit)."""
     page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
     below = set(descendants(session))
+    pids = []
     for pid in _pids():
         stat = _proc_stat(pid)
-        if stat is None or (stat[1] != session and pid not in below):
-            continue
-        total += _process_memory_bytes(pid, page)
-    return total
+        if stat is not None and (stat[1] == session or pid in below):
+            pids.append(pid)
+    resident = sum(_resident_bytes(pid, page) for pid in pids)
+    if resident <= limit:
+        return resident
+    return sum(_proportional_bytes(pid) or _resident_bytes(pid, page) for pid in pids)
 
 
-def _process_memory_bytes(pid: int, page: int) -> int:
+def _resident_bytes(pid: int, page: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * page
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _proportional_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
             for line in handle:
@@ -450,11 +460,7 @@ def _process_memory_bytes(pid: int, page: int) -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, IndexError, ValueError):
         pass
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as handle:
-            return int(handle.read().split()[1]) * page
-    except (OSError, IndexError, ValueError):
-        return 0
+    return 0
 
 
 def _has_token(pid: int, token: str) -> bool:

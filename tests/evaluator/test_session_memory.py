@@ -3,7 +3,8 @@
 s32 on the H100: with a 3 GiB limit, honest cpp candidates were killed "for more than 3 GiB of host
 memory during compile" when the judge (CUDA torch and the profiler's modules imported) and its two
 forked runners were each charged the whole of their shared, copy-on-write pages (resident sizes
-summed). The session is now measured in proportional set sizes."""
+summed). A session whose resident sizes pass the limit is now measured again in proportional set
+sizes before it is killed."""
 
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ def test_pages_shared_by_forks_count_once():
         time.sleep(0.5)  # the children have run past their fork
         below = sandbox.descendants(process.pid)
         assert len(below) == 3, below
-        measured = sandbox._session_memory_bytes(process.pid)
-        # Four processes share one 256 MB buffer: resident sizes summed come to over 1 GB.
+        # Four processes share one 256 MB buffer: resident sizes summed come to over 1 GB. Under a
+        # limit they pass, the session is measured again in proportional set sizes.
+        resident = sandbox._session_memory_bytes(process.pid, limit=8 * SIZE)
+        assert resident >= 4 * SIZE, f"{resident / MB:.0f} MB"
+        measured = sandbox._session_memory_bytes(process.pid, limit=2 * SIZE)
         assert SIZE <= measured < 1.5 * SIZE, f"{measured / MB:.0f} MB"
     finally:
         os.killpg(process.pid, signal.SIGKILL)
