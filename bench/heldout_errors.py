@@ -22,7 +22,6 @@ It prints one row per held-out evaluation step (counts of each class out of the 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import sys
@@ -34,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from kevin.errors import UsageError  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
-from kevin.rl.episodes import read_episodes, stored  # noqa: E402
+from kevin.rl.episodes import open_text, read_episodes, stored  # noqa: E402
 from kevin.train.family import SPEC_FILE, TaskSpec  # noqa: E402
 from kevin.train.kernels.common import elementwise_fn, op_line_patterns  # noqa: E402
 
@@ -100,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         folder = Path(args.folder)
-        family_file = _find(folder, SPEC_FILE)
-        opener = gzip.open if family_file.suffix == ".gz" else open
-        with opener(family_file, "rt", encoding="utf-8") as handle:
+        with open_text(_find(folder, SPEC_FILE)) as handle:
             family = json.load(handle)
         specs = {spec.task_id: spec for spec in (TaskSpec.from_dict(t) for t in family["tasks"])}
         rows = read_episodes(_find(folder, "heldout.jsonl"))

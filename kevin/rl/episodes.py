@@ -29,7 +29,7 @@ import gzip
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kevin.rl.env import Trajectory, Turn
 from kevin.tasks import content_hash
@@ -87,6 +87,12 @@ def stored(path: str | Path) -> Path:
     return packed if not path.exists() and packed.is_file() else path
 
 
+def open_text(path: str | Path) -> IO[str]:
+    """A text file for reading, gunzipped on the fly when its name ends in .gz."""
+    path = Path(path)
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+
+
 def read_episodes(path: str | Path) -> list[dict[str, Any]]:
     """Rows of an episodes file (gzipped when its name ends in .gz), or of `episodes.jsonl` (or its
     .gz) in a run directory. Blank lines are skipped; a line that is not a JSON object raises
@@ -95,8 +101,7 @@ def read_episodes(path: str | Path) -> list[dict[str, Any]]:
     if path.is_dir():
         path = stored(path / EPISODES_FILE)
     rows = []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
