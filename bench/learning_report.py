@@ -16,7 +16,7 @@ HEADLINE = ("correct", "speedup", "fast_1")
 """The held-out metrics the table and the plot show."""
 
 
-RL_FILES = ("config.json", "metrics.jsonl", "heldout.jsonl", "curves.png")
+RL_FILES = ("config.json", "metrics.jsonl", "heldout.jsonl", "heldout_resumed.jsonl", "curves.png")
 
 
 def _heldout_points(rows: list[dict]) -> list[dict]:
@@ -40,6 +40,18 @@ def _episodes_sample(run_dir: Path, out: Path, per_step: int = 8) -> None:
             handle.write(json.dumps(row) + "\n")
 
 
+def paired_since_resume(heldout: list[dict], resumed: list[dict]) -> list[dict]:
+    """The steps after the last resume against the restored step evaluated again on the same
+    machine (`loop.eval_at_resume`): [] without such an evaluation or a later step."""
+    if not resumed:
+        return []
+    base = max(int(row.get("step", 0)) for row in resumed)
+    since = [row for row in heldout if int(row.get("step", 0)) > base]
+    if not since:
+        return []
+    return heldout_paired.compare(since + [r for r in resumed if int(r.get("step", 0)) == base], base=base)
+
+
 def write_report(record: dict, run_dir: Path, out: Path) -> None:
     rows = read_jsonl(run_dir / METRICS_FILE) if (run_dir / METRICS_FILE).exists() else []
     points = _heldout_points(rows)
@@ -58,6 +70,8 @@ def write_report(record: dict, run_dir: Path, out: Path) -> None:
     # Each held-out step against the start, pair by pair: is the change more than chance?
     heldout = read_jsonl(run_dir / "heldout.jsonl") if (run_dir / "heldout.jsonl").exists() else []
     record["paired"] = heldout_paired.compare(heldout) if heldout else []
+    resumed = read_jsonl(run_dir / "heldout_resumed.jsonl") if (run_dir / "heldout_resumed.jsonl").exists() else []
+    record["paired_resumed"] = paired_since_resume(heldout, resumed)
     (out / "rl").mkdir(parents=True, exist_ok=True)
     for name in RL_FILES:
         if (run_dir / name).exists():
@@ -158,6 +172,12 @@ def _table(record: dict) -> str:
             ["held-out steps against the start, pair by pair (bench/heldout_paired.py):"]
             + heldout_paired.render(record["paired"]).splitlines()
             if record.get("paired")
+            else []
+        ),
+        *(
+            [f"against step {record['paired_resumed'][0]['base']} evaluated again on this launch's machine:"]
+            + heldout_paired.render(record["paired_resumed"]).splitlines()
+            if record.get("paired_resumed")
             else []
         ),
         "phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in (record.get("phases_s") or {}).items()),

@@ -388,6 +388,10 @@ class LoopConfig:
     """Held-out evaluation every this many steps and after the last step; 0: never."""
     eval_at_start: bool = True
     """Also evaluate before the first step (the start of the before/after comparison)."""
+    eval_at_resume: bool = False
+    """A resumed launch first evaluates the held-out tasks at the step it restored, into
+    heldout_resumed.jsonl: a run carried to another machine (an H100 after an H200) then has a
+    base its later steps pair with on the same device (bench/heldout_paired.py --rescored)."""
     eval_trajectories: int = 4
     """Parallel trajectories per held-out task."""
     eval_turns: int = 4

@@ -59,6 +59,8 @@ from kevin.train.tracking import METRICS_FILE, Loggers, open_loggers, truncate_j
 
 HELDOUT_FILE = "heldout.jsonl"
 """Held-out evaluation episodes, appended at every evaluation (rows keyed by step)."""
+RESUMED_FILE = "heldout_resumed.jsonl"
+"""The held-out evaluation a resumed launch makes of the step it restored (`loop.eval_at_resume`)."""
 
 
 @dataclass
@@ -292,7 +294,7 @@ def _restore(run: Run) -> None:
     run.sampler.load_state(state["sampler"])
     run.monitor.load_state(state["monitor"])
     if run.context.is_main:
-        for name in (EPISODES_FILE, HELDOUT_FILE, METRICS_FILE):
+        for name in (EPISODES_FILE, HELDOUT_FILE, METRICS_FILE, RESUMED_FILE):
             truncate_jsonl(run.run_dir / name, run.step)
 
 

@@ -50,6 +50,7 @@ from kevin.train.config import TrainConfig
 from kevin.train.distributed import follow
 from kevin.train.launch import (
     HELDOUT_FILE,
+    RESUMED_FILE,
     EvaluatorFactory,
     PolicyFactory,
     Run,
@@ -61,7 +62,7 @@ from kevin.train.launch import (
 from kevin.train.monitors import rollout_health
 from kevin.train.packing import samples_from_trajectories
 from kevin.train.rollout import TimedPolicy
-from kevin.train.tracking import METRICS_FILE, flatten, read_jsonl
+from kevin.train.tracking import METRICS_FILE, flatten, read_jsonl, truncate_jsonl
 
 WEIGHTS_DIR = "weights"
 """Weights exported for the sampling server, one folder per step (the newest two kept)."""
@@ -203,13 +204,13 @@ def heldout_rng(run: Run) -> Iterator[None]:
         yield
 
 
-def evaluate_heldout(run: Run, step: int) -> dict[str, float]:
-    """The paper's metrics on the held-out tasks (rows appended to heldout.jsonl)."""
+def evaluate_heldout(run: Run, step: int, file: str = HELDOUT_FILE) -> dict[str, float]:
+    """The paper's metrics on the held-out tasks (rows appended to `file` in the run directory)."""
     with heldout_rng(run):
-        return _evaluate_heldout(run, step)
+        return _evaluate_heldout(run, step, file)
 
 
-def _evaluate_heldout(run: Run, step: int) -> dict[str, float]:
+def _evaluate_heldout(run: Run, step: int, file: str) -> dict[str, float]:
     from kevin.rl.metrics import compute_metrics
 
     if not run.context.is_main:
@@ -226,7 +227,7 @@ def _evaluate_heldout(run: Run, step: int) -> dict[str, float]:
     )
     trajectories, _ = _episodes(run, tasks, episodes)
     run.evaluator.new_step()
-    write_episodes(run.run_dir / HELDOUT_FILE, trajectories, step=step)
+    write_episodes(run.run_dir / file, trajectories, step=step)
     overall = compute_metrics(episode_rows(trajectories, step=step))["overall"]
     keys = ("correct", "speedup", "fast_1", "fast_1.5", "pass@1", "geomean")
     metrics = {f"heldout/{k}": overall[k] for k in keys if overall.get(k) is not None}
@@ -292,6 +293,23 @@ def _record(run: Run, step: int, metrics: dict[str, float]) -> str | None:
     return run.context.broadcast(stopped_by)
 
 
+def _evaluate_resumed(run: Run) -> float:
+    """The restored step evaluated again on this launch's machine (`loop.eval_at_resume`); its time.
+
+    Its rows go to RESUMED_FILE, replacing an earlier launch's of this step or later, never to the
+    run's held-out history: that step's own rows (perhaps from another machine) stay as they were."""
+    if run.context.is_main:
+        truncate_jsonl(run.run_dir / RESUMED_FILE, run.step - 1)
+    metrics = evaluate_heldout(run, run.step, RESUMED_FILE)
+    if metrics:
+        say(
+            run,
+            f"step {run.step} held-out again on this machine: correct {metrics.get('heldout/correct', 0):.3f} "
+            f"speedup {metrics.get('heldout/speedup', 0):.3f} ({metrics['time/heldout_s']:.0f} s; {RESUMED_FILE})",
+        )
+    return metrics.get("time/heldout_s", 0.0)
+
+
 def _out_of_time(run: Run, started: float, needed_s: float) -> bool:
     """Rank 0's answer on every rank: would `needed_s` more seconds pass loop.time_limit_s?"""
     limit = run.config.loop.time_limit_s
@@ -345,6 +363,8 @@ def run_loop(run: Run) -> RunResult:
                 # The start's evaluation is minutes of a fresh run (the H200 learning run: 145 s
                 # after its SFT): a launch lost before its first checkpoint resumes from here.
                 save(run, 0)
+    if run.step > 0 and loop.eval_at_resume and loop.eval_every:
+        heldout_s = _evaluate_resumed(run) or heldout_s
     stopped_by = None
     saved_at = run.step
     if (

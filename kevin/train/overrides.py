@@ -138,10 +138,13 @@ def load_config(run_dir: str | Path) -> TrainConfig:
     return config_from_dict(data)
 
 
-LAUNCH_FIELDS = frozenset({"loop.stop_after_steps", "loop.steps", "loop.time_limit_s", "evaluator.cache_dir"})
-"""Fields a resumed run may change: how far (and how long) this launch goes, how far the run goes, and
-where this machine keeps the evaluator's builds and baselines (a run carried to a new machine finds
-its cache elsewhere; what is in it is re-checked, never part of the run's state)."""
+LAUNCH_FIELDS = frozenset(
+    {"loop.stop_after_steps", "loop.steps", "loop.time_limit_s", "loop.eval_at_resume", "evaluator.cache_dir"}
+)
+"""Fields a resumed run may change: how far (and how long) this launch goes, how far the run goes,
+whether it first re-evaluates the step it resumes from (the machine may differ), and where this
+machine keeps the evaluator's builds and baselines (a run carried to a new machine finds its cache
+elsewhere; what is in it is re-checked, never part of the run's state)."""
 
 
 def config_differences(saved: TrainConfig, current: TrainConfig) -> list[str]:

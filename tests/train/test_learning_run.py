@@ -116,9 +116,14 @@ def test_a_run_carried_to_a_new_work_folder_continues_from_its_checkpoint(tmp_pa
     capsys.readouterr()
     second_work = tmp_path / "machine2"
     argv = ["--out", str(tmp_path / "l2"), "--work", str(second_work), "--carry-in", str(carry), *common]
+    argv += ["--set", "loop.eval_at_resume=true"]  # a launch field: the carried config still matches
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
     output = capsys.readouterr().out
     assert "carried in step_000001" in output and "kevin sft" not in output
+    # step 1 judged again on this machine, and step 2 paired with it in the report
+    assert "step 1 held-out again on this machine" in output
+    assert (tmp_path / "l2" / "rl" / "heldout_resumed.jsonl").is_file()
+    assert "against step 1 evaluated again on this launch's machine:" in (tmp_path / "l2" / "table.txt").read_text()
     second = json.loads((tmp_path / "l2" / "metrics.json").read_text())
     assert second["rl"]["steps"] == 2 and [p["step"] for p in second["heldout"]] == [0, 1, 2]
     assert second["carries"] == ["step_000001"] and [x["resumed"] for x in second["launches"]] == [False, True]
@@ -523,3 +528,25 @@ def test_the_report_says_how_well_the_warm_start_copies_constants():
     assert "constants" not in report._sft_line(record)
     line = report._sft_line({**record, "val_constants": [[1, 0.0, 0.01], [1600, 0.8125, 0.734]]})
     assert line.endswith("; its constants copied 0.81 (mean p 0.73) at step 1600"), line
+
+
+def test_the_report_pairs_the_steps_after_a_resume_with_the_restored_step_judged_again():
+    """Step 5 judged on the first machine (1.0, a fail), again on this one (1.2, 1.2); step 8 on this
+    one (1.2 and 1.8). Against the start's machine's rows step 8 gains a kernel; against its own
+    machine's step 5 it gains none and is +0.3 faster on the second sample only."""
+    report = load_bench("learning_report_bench", "learning_report.py")
+
+    def row(step, trajectory, speedup):
+        verdict = {"stage": "ok", "correct": speedup is not None, "speedup": speedup, "blame": "none"}
+        return {"step": step, "task": "t", "trajectory": trajectory, "turn": 1, "verdict": verdict,
+                "candidate": f"k{step}{trajectory}{speedup}"}  # fmt: skip
+
+    heldout = [row(5, 0, 1.0), row(5, 1, None), row(8, 0, 1.2), row(8, 1, 1.8)]
+    resumed = [row(5, 0, 1.2), row(5, 1, 1.5)]
+    assert report.paired_since_resume(heldout, []) == []
+    assert report.paired_since_resume([r for r in heldout if r["step"] == 5], resumed) == []
+    (paired,) = report.paired_since_resume(heldout, resumed)
+    assert (paired["base"], paired["step"], paired["gained"], paired["lost"]) == (5, 8, 0, 0)
+    assert paired["speedup_diff"] == pytest.approx(0.15)
+    (first_machine,) = load_bench("heldout_paired_bench", "heldout_paired.py").compare(heldout)
+    assert first_machine["gained"] == 1

@@ -419,3 +419,41 @@ def test_heldout_sampling_draws_the_same_numbers_every_time_and_leaves_training_
     run(tmp_path, learning, "evaluated", **common)
     run(tmp_path, quiet_run, "not_evaluated", **common)
     assert read_episodes(tmp_path / "evaluated") == read_episodes(tmp_path / "not_evaluated")
+
+
+def test_a_resumed_launch_evaluates_its_restored_step_again_apart_from_the_history(tmp_path):
+    """loop.eval_at_resume: a run carried to another machine re-evaluates the step it restored, into
+    heldout_resumed.jsonl, so its later steps pair with a base judged on the same device. The
+    step's own rows in heldout.jsonl stay once; a later resume of the same step replaces the file's."""
+    from kevin.train.launch import RESUMED_FILE
+
+    shape = {"steps": 3, "checkpoint_every": 1, "eval_every": 2, "eval_at_start": True, "split": "seeded"}
+    common = {
+        "tasks": tasks(6),
+        "policy_factory": lambda r: RewritingPolicy(default_policy(r)),
+        "evaluator_factory": lambda r: FakeEvaluator(verdict),
+    }
+    first = tiny_config(loop={**shape, "stop_after_steps": 2}, rollout={"tasks_per_step": 1})
+    assert run(tmp_path, first, "run", **common).last_step == 2
+    assert not (tmp_path / "run" / RESUMED_FILE).exists()
+    lines = []
+    again = tiny_config(loop={**shape, "eval_at_resume": True}, rollout={"tasks_per_step": 1})
+    (tmp_path / "run" / "checkpoints" / "latest").write_text("step_000002\n")
+    assert train(again, tmp_path / "run", resume=True, out=lines.append, **common).last_step == 3
+    assert any(line.startswith("step 2 held-out again on this machine") for line in lines)
+    resumed = read_episodes(tmp_path / "run" / RESUMED_FILE)
+    history = read_episodes(tmp_path / "run" / "heldout.jsonl")
+    assert sorted({row["step"] for row in history}) == [0, 2, 3]
+    own = [row for row in history if row["step"] == 2]
+    # the same weights and the held-out sampler's own seed: the very samples step 2 drew before
+    assert resumed and [r["candidate"] for r in resumed] == [r["candidate"] for r in own]
+    # resumed from step 2 once more (the machine lost after step 3's checkpoint was not kept):
+    # the file holds one evaluation of step 2, not two
+    (tmp_path / "run" / "checkpoints" / "latest").write_text("step_000002\n")
+    train(again, tmp_path / "run", resume=True, out=quiet, **common)
+    assert len(read_episodes(tmp_path / "run" / RESUMED_FILE)) == len(resumed)
+    # off (the default): a resume evaluates nothing it restored
+    (tmp_path / "run" / RESUMED_FILE).unlink()
+    (tmp_path / "run" / "checkpoints" / "latest").write_text("step_000002\n")
+    train(tiny_config(loop=shape, rollout={"tasks_per_step": 1}), tmp_path / "run", resume=True, out=quiet, **common)
+    assert not (tmp_path / "run" / RESUMED_FILE).exists()
