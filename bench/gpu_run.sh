@@ -23,6 +23,8 @@
 #   tasks       issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
+#   search      issue #17: kevin bench (6 KernelBench tasks x 4 x 3 replayed completions) and kevin optimize
+#               (L1_88) over bench/results/kernelbench_replay/records.jsonl (needs .kb); search.tgz
 #   learning    bench/learning_run.py (issue #16's learning run: family, corpus, SFT, RL on GPU
 #               rewards, held-out before/after) within LEARN_BUDGET_S (default 480) s; alone
 # Just the Triton gpu cases (#19): STEPS=tests GPU_TESTS="tests/evaluator/test_bundled.py -k triton"
@@ -104,6 +106,19 @@ if has tasks; then
     --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
   $limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
     --out "$OUT/kernelbench_hygiene_cuda.json" > "$OUT/tasks_hygiene.log" 2>&1
+  # A call returns at most ~8 files: the task folders come back as one archive each.
+  for d in generated_s0 kernelbench_large; do
+    [ -d "$OUT/$d" ] && tar czf "$OUT/$d.tgz" -C "$OUT" "$d" && rm -rf "${OUT:?}/$d"
+  done
+fi
+if has search; then  # issue #17: kevin bench and kevin optimize over bench/kernelbench_replay.py's records
+  replay=bench/results/kernelbench_replay
+  $limit python3 -m kevin bench --replay "$replay/records.jsonl" --source kernelbench \
+    --ids L1_40,L1_88,L1_95,L2_63,L2_76,L2_99 --trajectories 4 --turns 3 --backend cuda --jobs 8 \
+    --out "$OUT/search/bench" > "$OUT/search_bench.log" 2>&1
+  $limit python3 -m kevin optimize "$KEVIN_KERNELBENCH_DIR/level1/88_MinGPTNewGelu.py" --replay "$replay/records.jsonl" \
+    --trajectories 4 --turns 3 --backend cuda --jobs 8 --out "$OUT/search/optimize_L1_88" > "$OUT/search_optimize.log" 2>&1
+  [ -d "$OUT/search" ] && tar czf "$OUT/search.tgz" -C "$OUT" search && rm -rf "${OUT:?}/search"
 fi
 if has learning; then
   timeout --kill-after=15 $(( ${LEARN_BUDGET_S:-480} + 60 )) python3 bench/learning_run.py --out "$OUT/learn" \
@@ -123,5 +138,6 @@ has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log";
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 has triton && { echo "== adversarial (triton)"; tail -20 "$OUT/adversarial_triton.log"; }
 has tasks && for f in generate enlarge hygiene; do echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log"; done
+has search && for f in bench optimize; do echo "== search $f"; tail -12 "$OUT/search_$f.log"; done
 has learning && { echo "== learning run"; tail -30 "$OUT/learning_run.log"; }
 exit 0
