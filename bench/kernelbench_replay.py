@@ -30,7 +30,7 @@ one-line summary. The script checks that every candidate's source comes back thr
     python bench/kernelbench_replay.py --tasks L1_88,L2_76 --trajectories 8 --turns 4 --seed 1
     python bench/kernelbench_replay.py --tasks all        # every manifest task with both sides
 
-Options: --out DIR (default bench/results/h200/kernelbench_replay), --kernelbench DIR (default
+Options: --out DIR (default bench/results/kernelbench_replay), --kernelbench DIR (default
 $KEVIN_KERNELBENCH_DIR, else ../shared/kernelbench_data: kevin's own `--source kernelbench`), --manifest
 FILE, --extra DIR (the kernelbench_l1 folder; --extra '' for none). Bad input (an unknown task, a task
 without a correct or without a not-correct candidate, fewer than 2 turns, a missing problem file or
@@ -41,12 +41,12 @@ KernelBench copy; tasks.json holds these commands for the records actually writt
 
     export PYTHONPATH=. KEVIN_KERNELBENCH_DIR=$PWD/.kb
     python3 bench/kernelbench_replay.py
-    python3 -m kevin bench --replay bench/results/h200/kernelbench_replay/records.jsonl \
+    python3 -m kevin bench --replay bench/results/kernelbench_replay/records.jsonl \
         --source kernelbench --ids L1_40,L1_88,L1_95,L2_63,L2_76,L2_99 --trajectories 4 --turns 3 \
-        --backend cuda --jobs 8 --out bench/results/h200/kernelbench_replay/bench
+        --backend cuda --jobs 8 --out bench/results/kernelbench_replay/bench
     python3 -m kevin optimize $KEVIN_KERNELBENCH_DIR/level1/88_MinGPTNewGelu.py \
-        --replay bench/results/h200/kernelbench_replay/records.jsonl --trajectories 4 --turns 3 \
-        --backend cuda --jobs 8 --out bench/results/h200/kernelbench_replay/optimize_L1_88
+        --replay bench/results/kernelbench_replay/records.jsonl --trajectories 4 --turns 3 \
+        --backend cuda --jobs 8 --out bench/results/kernelbench_replay/optimize_L1_88
 
 (`python3 -m kevin` is the `kevin` command.) A device command is cut at 600 s: run the same command
 again and the bench (or the search) goes on where it stopped. On a CPU, `--backend cuda` stops before
@@ -80,7 +80,7 @@ from kevin.errors import UsageError  # noqa: E402
 from kevin.rl.candidate import parse_completion  # noqa: E402
 from kevin.tasks.loaders import kernelbench_dir, load_file, parse_problem_filename  # noqa: E402
 
-OUT = REPO / "bench" / "results" / "h200" / "kernelbench_replay"
+OUT = REPO / "bench" / "results" / "kernelbench_replay"
 EXTRA = REPO / "bench" / "candidates" / "kernelbench_l1"
 RECORDS_FILE = "records.jsonl"
 TASKS_FILE = "tasks.json"
