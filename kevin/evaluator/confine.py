@@ -7,7 +7,8 @@ Two generations live here. The current worker confines itself (`confine_worker`)
                counts any line without it.
   writes       Landlock (`confine_writes`): writes only under the job directory, the build cache
                and /dev/shm, device files and (CUDA) /proc.
-  children     a child subreaper: `descendants()` finds detached daemons for `kill_descendants`.
+  children     a child subreaper: kevin.evaluator.procfs's `descendants()` finds detached daemons
+               for its `kill_descendants`.
 
 What that does not stop (issue 13 demonstrated each): code in the worker reads the token from its
 memory and forges messages; a `clone(CLONE_PARENT)` daemon is the worker's sibling, outside the
@@ -30,8 +31,9 @@ The runner of the judge/runner split is confined from outside and before candida
                    Given to `spawn_confined(lock=...)` it applies before the runner's exec, so
                    every thread the runner ever has is under it.
   os_thread_count, scheduling_state
-                   what a trusted process reads from /proc after the candidate ran: OS threads
-                   (native ones included), nice value, scheduler policy and affinity per thread.
+                   (kevin.evaluator.procfs) what a trusted process reads from /proc after the
+                   candidate ran: OS threads (native ones included), nice value, scheduler policy
+                   and affinity per thread.
 
 What the runner's confinement does not stop: anything inside the runner's own process (its memory,
 its outputs: the judge must not believe what the runner says about itself); UDP and connections
@@ -45,9 +47,9 @@ under the allowed paths) and, for CUDA jobs, writes to the namespace's own /proc
 and /proc/sysrq-trigger are mounted read-only there; without the namespace's /proc, lock_down
 warns).
 
-Why one module of ~650 lines: everything a process does to confine itself or another (the channel,
-Landlock rule sets, the lock-down and the reads of another process's threads and scheduling) shares
-the raw syscall plumbing kept here; the spawning is kevin.evaluator.spawn.
+Why one module of ~540 lines: everything a process does to confine itself or another (the
+channel, Landlock rule sets, capabilities, the lock-down) shares the raw syscall plumbing kept here;
+the spawning is kevin.evaluator.spawn, the reads of /proc kevin.evaluator.procfs.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ import errno
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from kevin.evaluator.procfs import os_thread_count, status_fields
 
 # json, hmac, secrets, logging are imported where used: nsinit imports this module in the
 # runner's process just before its exec, where every millisecond is paid per evaluation.
@@ -187,100 +191,6 @@ def _add_rule(libc: Any, ruleset: int, path: str, rights: int) -> None:
             raise OSError(ctypes.get_errno(), f"landlock_add_rule({path})")
     finally:
         os.close(fd)
-
-
-def stat_fields(pid: int, tid: int | None = None) -> list[bytes] | None:
-    """The fields of /proc/<pid>/stat (of its thread `tid` when given) after the command name
-    (state first); None when it is gone."""
-    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    # The command name is in parentheses and may contain spaces; fields after it are fixed.
-    return data[data.rfind(b")") + 2 :].split()
-
-
-PF_EXITING = 0x4
-"""The kernel's per-task flag set when do_exit begins (include/linux/sched.h)."""
-
-
-def _ending(fields: list[bytes]) -> bool:
-    if fields[0] in (b"Z", b"X"):
-        return True
-    try:
-        return bool(int(fields[6]) & PF_EXITING)
-    except (IndexError, ValueError):
-        return False
-
-
-def running(pid: int, fields: list[bytes]) -> bool:
-    """Whether any thread of process `pid` (`fields`: its stat_fields) can still run. Not when its
-    exit has begun (a zombie, or PF_EXITING while it tears down: a runner just killed). But a leader
-    thread that ended alone (SYS_exit, not exit_group) shows the whole process as a zombie in
-    /proc/<pid>/stat while its other threads run on: those are read too."""
-    if not _ending(fields):
-        return True
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
-    for tid in tids:
-        task = stat_fields(pid, int(tid)) if tid.isdigit() and int(tid) != pid else None
-        if task is not None and not _ending(task):
-            return True
-    return False
-
-
-def parent_of(pid: int) -> tuple[int, bool] | None:
-    """(parent pid, running) of a process; None when it is gone. A process whose every thread has
-    begun to exit is not running (`running`)."""
-    fields = stat_fields(pid)
-    if fields is None:
-        return None
-    return int(fields[1]), running(pid, fields)
-
-
-def descendants(root: int) -> list[int]:
-    """Live processes below `root` in the process tree."""
-    children: dict[int, list[int]] = {}
-    alive: set[int] = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        info = parent_of(int(name))
-        if info is None:
-            continue
-        children.setdefault(info[0], []).append(int(name))
-        if info[1]:
-            alive.add(int(name))
-    found, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return [pid for pid in found if pid in alive]
-
-
-def kill_descendants(root: int, seen: Callable[[int], None] | None = None) -> int:
-    """Stop every process below `root` (so none can fork away), then kill them; return how many.
-    `seen(pid)` is called for each as it is found, before it is stopped."""
-    found: set[int] = set()
-    for _ in range(5):
-        fresh = [pid for pid in descendants(root) if pid not in found]
-        if not fresh:
-            break
-        for pid in fresh:
-            if seen is not None:
-                seen(pid)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
-        found.update(fresh)
-    for pid in found:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    return len(found)
 
 
 def confine_worker(job: dict[str, Any]) -> dict[str, Any]:
@@ -565,7 +475,7 @@ def _drop_capabilities(libc: Any, notes: list[str]) -> bool:
     # The bounding set matters to a uid-0 process only (an exec as root gets it back); without
     # CAP_SETPCAP it cannot be emptied, and no_new_privs keeps file capabilities out anyway.
     sets = ("CapEff", "CapPrm", "CapInh", "CapAmb") + (("CapBnd",) if os.geteuid() == 0 else ())
-    status = _status_fields("thread-self")
+    status = status_fields("thread-self")
     if any(int(status.get(key, "0"), 16) for key in sets):
         notes.append(
             "capabilities left after dropping them: " + ", ".join(f"{key} {status.get(key)}" for key in sets)
@@ -573,21 +483,11 @@ def _drop_capabilities(libc: Any, notes: list[str]) -> bool:
         return False
     others = [
         tid for tid in os.listdir("/proc/self/task")
-        if int(_status_fields(f"self/task/{tid}").get("CapEff", "0"), 16)
+        if int(status_fields(f"self/task/{tid}").get("CapEff", "0"), 16)
     ]  # fmt: skip
     if others:
         notes.append(f"{len(others)} thread(s) started before lock_down keep their capabilities")
     return True
-
-
-def _status_fields(which: str) -> dict[str, str]:
-    fields = {}
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{which}/status") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                fields[key] = value.strip()
-    return fields
 
 
 def _lock_down(policy: LockDown) -> tuple[dict[str, Any], list[str]]:
@@ -643,69 +543,3 @@ def lock_down_marshal(policy: bytes) -> bytes:
         for key, value in marshal.loads(policy).items()
     }
     return marshal.dumps(_lock_down(LockDown(**fields))[0])
-
-
-def os_thread_count(pid: int | None = None) -> int:
-    """OS threads of a process (this one when None), native threads included."""
-    return len(os.listdir(f"/proc/{'self' if pid is None else pid}/task"))
-
-
-def os_threads(pid: int | None = None) -> dict[int, str]:
-    """OS threads of a process (this one when None): thread id -> its name (comm); a thread that
-    ends while this reads is left out."""
-    root = f"/proc/{'self' if pid is None else pid}/task"
-    names = {}
-    for tid in os.listdir(root):
-        try:
-            with open(f"{root}/{tid}/comm") as comm:
-                names[int(tid)] = comm.read().strip()
-        except OSError:
-            continue
-    return names
-
-
-_POLICIES = {
-    0: "SCHED_OTHER",
-    1: "SCHED_FIFO",
-    2: "SCHED_RR",
-    3: "SCHED_BATCH",
-    5: "SCHED_IDLE",
-    6: "SCHED_DEADLINE",
-}
-
-
-def _cpu_list(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            low, high = part.split("-")
-            cpus += range(int(low), int(high) + 1)
-        elif part.strip():
-            cpus.append(int(part))
-    return cpus
-
-
-def scheduling_state(pid: int | None = None) -> dict[str, Any]:
-    """Nice value, scheduler policy and CPU affinity of a process (this one when None), read from
-    /proc so a trusted process can check a runner from outside. The top-level values are the main
-    thread's; `threads` maps each thread id to its own, and `uniform` says whether they all agree."""
-    base = f"/proc/{'self' if pid is None else pid}/task"
-    threads: dict[int, dict[str, Any]] = {}
-    for tid in sorted(os.listdir(base), key=int):
-        try:
-            with open(f"{base}/{tid}/stat", "rb") as handle:
-                data = handle.read()
-            fields = data[data.rfind(b")") + 2 :].split()
-            affinity = _cpu_list(_status_fields(f"{base[6:]}/{tid}").get("Cpus_allowed_list", ""))
-        except OSError:
-            continue  # the thread ended meanwhile
-        policy = int(fields[38])
-        threads[int(tid)] = {
-            "nice": int(fields[16]),
-            "policy": _POLICIES.get(policy, str(policy)),
-            "rt_priority": int(fields[37]),
-            "affinity": affinity,
-        }
-    leader = pid if pid is not None else int(os.readlink("/proc/self"))  # the main thread's id
-    main = threads.get(leader) or (threads[min(threads)] if threads else {})
-    return dict(main, threads=threads, uniform=all(state == main for state in threads.values()))

@@ -320,9 +320,9 @@ def _mirror(status: int | None) -> None:
 
 def _kill_tree(root: str) -> None:
     sys.path.insert(0, root)
-    from kevin.evaluator import confine
+    from kevin.evaluator import procfs
 
-    confine.kill_descendants(os.getpid())
+    procfs.kill_descendants(os.getpid())
 
 
 def _read_until_target(fd: int) -> list[str]:

@@ -46,9 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from kevin.evaluator import cores, zygote
-from kevin.evaluator.confine import authentic, descendants, kill_descendants
+from kevin.evaluator.confine import authentic
 from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
+from kevin.evaluator.procfs import descendants, kill_descendants
 from kevin.evaluator.result import truncate_middle
 from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
 from kevin.evaluator.spawn import FORK_VARIABLE
@@ -410,9 +411,9 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """(process group, session) of a running process (confine.running); None for one gone or whose
+    """(process group, session) of a running process (procfs.running); None for one gone or whose
     every thread has begun to exit."""
-    from kevin.evaluator.confine import running, stat_fields
+    from kevin.evaluator.procfs import running, stat_fields
 
     fields = stat_fields(pid)
     if fields is None or not running(pid, fields):
@@ -476,7 +477,7 @@ def _kill_everything(session: int, token: str) -> tuple[list[str], int]:
     Returns those that were still there besides the worker itself, each as `pid name state why`,
     and how many of them were not already exiting: a process whose exit has begun (a runner the
     worker killed, still unmapping its memory) was not left running, and counts for nothing."""
-    from kevin.evaluator.confine import running, stat_fields
+    from kevin.evaluator.procfs import running, stat_fields
 
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(session, signal.SIGSTOP)  # the worker forks no more while its tree is walked

@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kevin.evaluator.confine import LockDown, _package_root, _warn_once, _write, parent_of
+from kevin.evaluator.confine import LockDown, _package_root, _warn_once, _write
+from kevin.evaluator.procfs import parent_of
 
 
 class ConfinedProcess:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kevin.evaluator import confine, inputs
+from kevin.evaluator import confine, inputs, procfs
 from kevin.evaluator.sandbox import Limits, _supervise
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ def test_a_cuda_job_may_name_its_threads_a_cpu_job_may_not(tmp_path):
 def test_a_subreaper_finds_and_kills_a_double_forked_daemon_with_no_environment():
     done = _python("""
         import os, time
-        from kevin.evaluator import confine
+        from kevin.evaluator import confine, procfs
         assert confine.become_subreaper()
         child = os.fork()
         if child == 0:
@@ -145,17 +145,17 @@ def test_a_subreaper_finds_and_kills_a_double_forked_daemon_with_no_environment(
             os.execve("/bin/sleep", ["sleep", "60"], {})
         os.waitpid(child, 0)
         time.sleep(0.2)
-        found = confine.descendants(os.getpid())
-        print(len(found), found[0] if found else 0, confine.kill_descendants(os.getpid()))
+        found = procfs.descendants(os.getpid())
+        print(len(found), found[0] if found else 0, procfs.kill_descendants(os.getpid()))
         time.sleep(0.2)
-        print(len(confine.descendants(os.getpid())))
+        print(len(procfs.descendants(os.getpid())))
     """)
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.splitlines()
     count, daemon, killed = map(int, first.split())
     assert count == 1 and killed == 1
     assert second == "0"
-    assert confine.parent_of(daemon) is None or not confine.parent_of(daemon)[1]
+    assert procfs.parent_of(daemon) is None or not procfs.parent_of(daemon)[1]
 
 
 def test_the_sandbox_names_each_process_it_finds_left_with_how_it_found_it():
@@ -168,9 +168,9 @@ def test_the_sandbox_names_each_process_it_finds_left_with_how_it_found_it():
     try:
         assert int(worker.stdout.readline()) == worker.pid
         deadline = time.monotonic() + 10
-        while not confine.descendants(worker.pid) and time.monotonic() < deadline:
+        while not procfs.descendants(worker.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
-        (child,) = confine.descendants(worker.pid)
+        (child,) = procfs.descendants(worker.pid)
         found, running = _kill_everything(worker.pid, "no-such-token")
         assert found == [f"{child} sleep S below the worker"] and running == 1, found
     finally:
@@ -182,15 +182,15 @@ def test_a_process_that_has_begun_to_exit_is_told_from_a_running_one():
     """The sandbox's walk right after a result may meet a runner the worker killed, still tearing
     down: exiting (PF_EXITING, or a zombie), it was not left running."""
     me = os.getpid()
-    assert confine.running(me, confine.stat_fields(me))
-    dying = [b"R", b"1", b"1", b"1", b"0", b"-1", str(0x400000 | confine.PF_EXITING).encode()]
-    assert not confine.running(2**22 + 1, dying)  # no such pid: no other thread to read
-    assert confine.running(2**22 + 1, [b"R", b"1", b"1", b"1", b"0", b"-1", b"4194304"])
+    assert procfs.running(me, procfs.stat_fields(me))
+    dying = [b"R", b"1", b"1", b"1", b"0", b"-1", str(0x400000 | procfs.PF_EXITING).encode()]
+    assert not procfs.running(2**22 + 1, dying)  # no such pid: no other thread to read
+    assert procfs.running(2**22 + 1, [b"R", b"1", b"1", b"1", b"0", b"-1", b"4194304"])
     child = subprocess.Popen(["true"])
     deadline = time.monotonic() + 10
-    while (confine.stat_fields(child.pid) or [b"Z"])[0] != b"Z" and time.monotonic() < deadline:
+    while (procfs.stat_fields(child.pid) or [b"Z"])[0] != b"Z" and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert confine.parent_of(child.pid) == (me, False)  # a zombie until reaped
+    assert procfs.parent_of(child.pid) == (me, False)  # a zombie until reaped
     child.wait()
 
 
@@ -219,16 +219,16 @@ def test_a_process_whose_leader_thread_ended_alone_is_running_and_is_killed():
     try:
         pid = int(parent.stdout.readline())
         deadline = time.monotonic() + 10
-        while confine.stat_fields(pid)[0] != b"Z" and time.monotonic() < deadline:
+        while procfs.stat_fields(pid)[0] != b"Z" and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert confine.stat_fields(pid)[0] == b"Z"  # the leader alone has ended
-        assert confine.parent_of(pid) == (parent.pid, True)
-        assert confine.descendants(parent.pid) == [pid]
-        assert confine.kill_descendants(parent.pid) == 1
+        assert procfs.stat_fields(pid)[0] == b"Z"  # the leader alone has ended
+        assert procfs.parent_of(pid) == (parent.pid, True)
+        assert procfs.descendants(parent.pid) == [pid]
+        assert procfs.kill_descendants(parent.pid) == 1
         deadline = time.monotonic() + 10
-        while confine.parent_of(pid) != (parent.pid, False) and time.monotonic() < deadline:
+        while procfs.parent_of(pid) != (parent.pid, False) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert confine.parent_of(pid) == (parent.pid, False), "its other thread outlived the kill"
+        assert procfs.parent_of(pid) == (parent.pid, False), "its other thread outlived the kill"
     finally:
         parent.kill()
         parent.wait()
@@ -264,7 +264,7 @@ def test_timed_inputs_are_fresh_values_not_rows_seen_before():
 def _workers_of(parent: int) -> list[int]:
     """The workers below `parent`: its children, or with KEVIN_WORKER_ZYGOTE=1 its zygote and the
     workers forked from it (they carry the zygote's command line)."""
-    from kevin.evaluator.confine import descendants
+    from kevin.evaluator.procfs import descendants
 
     found = []
     for pid in descendants(parent):
@@ -349,14 +349,14 @@ def test_the_readable_roots_hold_python_and_kevin_but_not_the_jobs_parent(tmp_pa
 def test_os_threads_and_scheduling_state_are_read_from_proc():
     import threading
 
-    before = confine.os_thread_count()
+    before = procfs.os_thread_count()
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        assert confine.os_thread_count() == before + 1
-        assert confine.os_thread_count(os.getpid()) == before + 1
-        state = confine.scheduling_state()
+        assert procfs.os_thread_count() == before + 1
+        assert procfs.os_thread_count(os.getpid()) == before + 1
+        state = procfs.scheduling_state()
         assert len(state["threads"]) == before + 1 and state["uniform"]
         assert state["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
         assert state["affinity"] == sorted(os.sched_getaffinity(0))

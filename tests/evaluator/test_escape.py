@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kevin.evaluator import confine, seccomp_filter, spawn
+from kevin.evaluator import confine, procfs, seccomp_filter, spawn
 
 REPO = Path(__file__).resolve().parents[2]
 ESCAPE = REPO / "tests" / "data" / "isolation" / "escape.py"
@@ -235,12 +235,12 @@ def test_a_kill_past_its_grace_leaves_nothing_below_a_subreaper_spawner(marker):
     _need_namespace()
     code = f"""
         import json, os, subprocess
-        from kevin.evaluator import confine, spawn
+        from kevin.evaluator import confine, procfs, spawn
         confine.become_subreaper()
         process = spawn.spawn_confined({_escape("double-fork", marker, "--stay")!r}, stdout=subprocess.PIPE)
         process.stdout.readline()
         process.kill(grace=0.0)
-        print(json.dumps([open(f"/proc/{{pid}}/comm").read().strip() for pid in confine.descendants(os.getpid())]))
+        print(json.dumps([open(f"/proc/{{pid}}/comm").read().strip() for pid in procfs.descendants(os.getpid())]))
     """
     done = subprocess.run(
         [PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60,
@@ -331,7 +331,7 @@ def test_calls_on_other_processes_and_namespaces_fail_with_eperm(tmp_path):
         expected["kill_parent"] = found["kill_parent"]  # Landlock ABI < 6: only the namespace guards it
     assert found == expected
     # nothing the candidate could do changed the runner's scheduling
-    state = confine.scheduling_state(process.pid) if process.poll() is None else None
+    state = procfs.scheduling_state(process.pid) if process.poll() is None else None
     assert state is None or state["nice"] == 0
 
 
@@ -456,8 +456,8 @@ def test_the_spawner_sees_the_runners_threads_priority_and_affinity():
     process = spawn.spawn_confined(_escape("scheduling", "7", str(cpu), "3"), stdout=subprocess.PIPE)
     try:
         assert _first_line(process) == {"ready": True}
-        assert confine.os_thread_count(process.pid) == 4
-        state = confine.scheduling_state(process.pid)
+        assert procfs.os_thread_count(process.pid) == 4
+        state = procfs.scheduling_state(process.pid)
         assert state["nice"] == 7 and state["affinity"] == [cpu] and state["policy"] == "SCHED_OTHER"
         assert len(state["threads"]) == 4
     finally:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kevin.evaluator import cores
-from kevin.evaluator.confine import descendants
 from kevin.evaluator.fastbuild import BUILD_NICENESS, run_killable
+from kevin.evaluator.procfs import descendants
 from kevin.evaluator.sandbox import SPARE_NICENESS, start_worker
 from kevin.evaluator.spares import boot_spec
 from kevin.evaluator.worker.handle import RUNNER_NAME

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kevin.evaluator import confine, spawn
+from kevin.evaluator import procfs, spawn
 from kevin.evaluator.worker import exchange
 from kevin.evaluator.worker.exchange import (
     DONE,
@@ -480,7 +480,7 @@ class RunnerHandle:
         """The runner's OS threads (id -> name), read by the judge from /proc (native threads
         included); None when it cannot be read."""
         try:
-            return confine.os_threads(self.pid)
+            return procfs.os_threads(self.pid)
         except OSError:
             return None
 
@@ -491,9 +491,9 @@ class RunnerHandle:
             return 0
         self.killed = True
         if self.namespace and self.process.init_pid:
-            left = max(len(confine.descendants(self.process.init_pid)) - 1, 0)
+            left = max(len(procfs.descendants(self.process.init_pid)) - 1, 0)
         else:
-            left = len(confine.descendants(self.pid))
+            left = len(procfs.descendants(self.pid))
         self.process.kill()
         try:
             self.link.close()

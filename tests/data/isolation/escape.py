@@ -71,9 +71,9 @@ def clone_parent(marker, stay):
         return
     say(clone=pid, running=wait_for(marker))
     if "--sweep" in sys.argv:  # the old worker's defence: kill whatever is below it
-        from kevin.evaluator import confine
+        from kevin.evaluator import procfs
 
-        say(swept=confine.kill_descendants(os.getpid()))
+        say(swept=procfs.kill_descendants(os.getpid()))
     if stay:
         time.sleep(600)
 
