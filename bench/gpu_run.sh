@@ -20,7 +20,8 @@
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 #   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
-#   tasks       issue #18, one after another (each measures reference times on the GPU): 100 generated
+#   tasks       (TASKS_FROM: an earlier call's folder with generated_s0.tgz, to go on from its journal)
+#               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
 #   search      issue #17: kevin bench (6 KernelBench tasks x 4 x 3 replayed completions) and kevin optimize
@@ -100,7 +101,12 @@ if has triton; then
   $limit python3 bench/adversarial.py --backend triton --no-cost --out "$OUT" > "$OUT/adversarial_triton.log" 2>&1
 fi
 if has tasks; then
-  $limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 2 \
+  # A generation cut by the call's limit returns its journal inside generated_s0.tgz: TASKS_FROM (the
+  # carried folder of that call's files) puts it back, and the generation goes on where it stopped.
+  if [ -n "${TASKS_FROM:-}" ] && [ -f "$TASKS_FROM/generated_s0.tgz" ]; then
+    tar xzf "$TASKS_FROM/generated_s0.tgz" -C "$OUT" generated_s0/.generate_journal.jsonl 2>/dev/null
+  fi
+  $limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 8 \
     --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
   $limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 2 \
     --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1

@@ -39,6 +39,7 @@ from pathlib import Path
 from kevin.errors import UsageError
 from kevin.tasks import operators, validate
 from kevin.tasks.dedupe import Dedupe, kernelbench_sequences, load_kernelbench
+from kevin.tasks.journal import Journal
 from kevin.tasks.operators import BATCH, CATALOGUE, CHEAP, EXPENSIVE, SIZES, Step
 from kevin.tasks.probe import GIB, ValidateSettings
 from kevin.tasks.records import Task
@@ -263,6 +264,14 @@ class GenerateOptions:
     timeout_s: float = 60.0
     jobs: int = 2
     holdout_fraction: float = PAPER_HOLDOUT_FRACTION
+    journal: str | None = None
+    """File that keeps each validation and measurement as it is known (kevin.tasks.journal), so a
+    cut run goes on where it stopped; `kevin tasks generate` keeps it in --out until the set is written."""
+
+    def journal_header(self) -> dict:
+        """What changes a task's outcome: a journal made with other values is not reused."""
+        fields = ("seed", "size", "validate", "min_ms", "device", "budget_gib", "kernelbench", "timeout_s")
+        return {"generator": GENERATOR_VERSION, **{name: getattr(self, name) for name in fields}}
 
 
 def check_options(options: GenerateOptions) -> None:
@@ -282,10 +291,19 @@ def _note(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+JOURNAL_FILE = ".generate_journal.jsonl"
+"""In --out while a set is being made (kevin.tasks.journal): rerun the same command to go on."""
+
+
+def _journal_key(task: GeneratedTask) -> str:
+    return f"{task.seed}:{task.attempt}"
+
+
 def validate_candidates(
-    tasks: Sequence[GeneratedTask], options: GenerateOptions
+    tasks: Sequence[GeneratedTask], options: GenerateOptions, journal: Journal | None = None
 ) -> tuple[list[GeneratedTask], list[tuple[GeneratedTask, str]]]:
-    """(kept with status ok, [(dropped, why)]) after `kevin tasks validate` on each problem."""
+    """(kept with status ok, [(dropped, why)]) after `kevin tasks validate` on each problem; those
+    `journal` already holds are not validated again, the others go into it as they finish."""
     settings = ValidateSettings(
         device=options.device if options.device == "cpu" else "cuda",
         timeout_s=options.timeout_s,
@@ -293,20 +311,43 @@ def validate_candidates(
         seed=0,
         threads=1,
     )
-    records = [replace(t, number=i + 1).as_task() for i, t in enumerate(tasks)]
-    results = validate.validate_tasks(
-        records,
-        settings,
-        jobs=options.jobs,
-        progress=lambda done, total, r: _note(f"  validate [{done}/{total}] {r.name} {r.status}"),
+    outcomes = {i: journal.get("validate", _journal_key(t)) for i, t in enumerate(tasks)} if journal else {}
+    known = sum(1 for outcome in outcomes.values() if outcome)
+    if known:
+        _note(f"  validate: {known} of {len(tasks)} from {journal.path.name} (an earlier run)")
+    todo = [i for i in range(len(tasks)) if not outcomes.get(i)]
+    records = {replace(tasks[i], number=i + 1).task_id: i for i in todo}
+
+    def finished(done: int, total: int, result: validate.ValidationResult) -> None:
+        _note(f"  validate [{done}/{total}] {result.name} {result.status}")
+        outcome = {"status": result.status, "reason": result.reason}
+        outcomes[records[result.task_id]] = outcome
+        if journal is not None:
+            journal.put("validate", _journal_key(tasks[records[result.task_id]]), outcome)
+
+    validate.validate_tasks(
+        [replace(tasks[i], number=i + 1).as_task() for i in todo], settings, jobs=options.jobs, progress=finished
     )
     kept, dropped = [], []
-    for task, result in zip(tasks, results):
-        if result.status == "ok":
+    for i, task in enumerate(tasks):
+        status, reason = outcomes[i]["status"], outcomes[i]["reason"]
+        if status == "ok":
             kept.append(replace(task, status="ok"))
         else:
-            dropped.append((replace(task, status=result.status), f"{result.status}: {result.reason}"))
+            dropped.append((replace(task, status=status), f"{status}: {reason}"))
     return kept, dropped
+
+
+def _measured(task: GeneratedTask, options: GenerateOptions, budget: int, journal: Journal | None):
+    """`scale_to_min_ms` of the task, or what `journal` says it gave."""
+    saved = journal.get("measure", _journal_key(task)) if journal else None
+    if saved:
+        return replace(task, batch_size=saved["batch_size"], reference_ms=saved["reference_ms"]), saved["why"]
+    scaled, why = scale_to_min_ms(task, min_ms=options.min_ms, device=options.device, budget_bytes=budget)
+    if journal is not None:
+        outcome = {"batch_size": scaled.batch_size, "reference_ms": scaled.reference_ms, "why": why}
+        journal.put("measure", _journal_key(task), outcome)
+    return scaled, why
 
 
 def generate_set(options: GenerateOptions) -> dict:
@@ -316,6 +357,9 @@ def generate_set(options: GenerateOptions) -> dict:
     the KernelBench sequence set, "dedupe_report": `Dedupe.report()`}.
     """
     check_options(options)
+    journal = Journal(options.journal, options.journal_header()) if options.journal else None
+    if journal is not None and len(journal):
+        _note(f"kevin tasks generate: going on from {journal.path} ({len(journal)} outcomes kept)")
     dedupe = Dedupe(load_kernelbench(options.kernelbench))
     candidates = draw_candidates(options.seed, options.size, dedupe)
     budget = int((options.budget_gib or validate.DEFAULT_BUDGET_GIB[options.device]) * GIB)
@@ -333,13 +377,11 @@ def generate_set(options: GenerateOptions) -> dict:
             )
         _note(f"kevin tasks generate: drew {len(batch)} task(s) (attempts up to {attempts - 1})")
         if options.validate:
-            batch, failed = validate_candidates(batch, options)
+            batch, failed = validate_candidates(batch, options, journal)
             dropped += failed
         for task in batch:
             if options.min_ms is not None:
-                scaled, why = scale_to_min_ms(
-                    task, min_ms=options.min_ms, device=options.device, budget_bytes=budget
-                )
+                scaled, why = _measured(task, options, budget, journal)
                 _note(
                     f"  measure {'_'.join(task.ops)}: batch {scaled.batch_size}, {scaled.reference_ms} ms {why}"
                 )
@@ -426,6 +468,7 @@ def run_generate(args) -> int:
         kernelbench=args.kernelbench,
         jobs=args.jobs,
         timeout_s=args.timeout_s,
+        journal=str(Path(args.out) / JOURNAL_FILE),
     )
     check_options(options)
     if options.kernelbench is not None and not Path(options.kernelbench).is_dir():
@@ -442,6 +485,7 @@ def run_generate(args) -> int:
             raise UsageError("--device cuda but no CUDA GPU is visible; use --device cpu")
     result = generate_set(options)
     write_set(out, result, options)
+    Path(options.journal).unlink(missing_ok=True)  # the set is whole: nothing left to go on from
     if result["dedupe"] == 0:
         print(
             "note: no KernelBench files found, so no sequence was checked against KernelBench "
@@ -474,7 +518,11 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--n", type=int, required=True, help="tasks to keep")
     parser.add_argument("--seed", type=int, default=0, help="set seed (default 0)")
-    parser.add_argument("--out", required=True, help="folder to write (empty or absent)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="folder to write (no problem files yet); a run cut short goes on when run again into it",
+    )
     parser.add_argument("--size", choices=SIZES, default="small", help="small (CPU, default) or large (GPU)")
     parser.add_argument("--min-ms", type=float, default=None, help="keep tasks whose reference takes more")
     parser.add_argument(

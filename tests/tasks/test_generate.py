@@ -156,6 +156,7 @@ def test_every_emitted_file_validates(validated_set: Path):
     assert data["validated"] and len(data["tasks"]) == 4
     assert all(entry["validation"] == "ok" for entry in data["tasks"])
     assert sorted(p.name for p in validated_set.glob("*.py")) == sorted(e["file"] for e in data["tasks"])
+    assert not (validated_set / ".generate_journal.jsonl").exists(), "a whole set keeps no journal"
     split = json.loads((validated_set / SPLIT_FILE).read_text())
     assert sorted(split["train"] + split["holdout"], key=lambda i: int(i[3:])) == [
         e["id"] for e in data["tasks"]
@@ -253,3 +254,73 @@ def test_refuses_a_folder_that_holds_problems(tmp_path: Path, capsys):
     (tmp_path / "1_Old.py").write_text("# old\n")
     assert main(["tasks", "generate", "--n", "1", "--no-validate", "--out", str(tmp_path)]) == 2
     assert "already holds problem files" in capsys.readouterr().err
+
+
+# --- a cut run goes on -------------------------------------------------------------------------------
+
+
+def test_a_cut_generation_goes_on_from_its_journal_and_writes_the_same_set(tmp_path: Path, monkeypatch):
+    """Session 33: `--device cuda --min-ms 0.1` for 100 tasks was cut by the device call's limit at
+    96 validations and kept nothing. Each outcome is now journaled as it is known: a rerun into the
+    same folder repeats none of them and writes the set an uninterrupted run writes, byte for byte."""
+    from kevin.tasks import generate
+    from kevin.tasks.validate import ValidationResult
+
+    done = {"validated": [], "measured": []}
+    cut = {"validate_after": None, "measure_after": None}
+
+    def fake_validate(records, settings, *, jobs, progress):  # the first batch's 3rd task is degenerate
+        results = []
+        for record in records:
+            if cut["validate_after"] is not None and len(done["validated"]) == cut["validate_after"]:
+                raise KeyboardInterrupt
+            status = "degenerate" if record.id == "L0_3" else "ok"
+            result = ValidationResult(record.id, 0, record.name, status, "planted" * (status != "ok"), 0.1, None)
+            done["validated"].append(record.name)
+            progress(len(results) + 1, len(records), result)
+            results.append(result)
+        return results
+
+    def fake_ms(source, device):
+        rows = int(source.split("batch_size = ")[1].split("\n")[0])
+        return 0.001 * rows * (1 + len(source) % 7)
+
+    real_scale = generate.scale_to_min_ms
+
+    def fake_scale(task, **kwargs):
+        if cut["measure_after"] is not None and len(done["measured"]) == cut["measure_after"]:
+            raise KeyboardInterrupt
+        done["measured"].append(task.attempt)
+        return real_scale(task, **kwargs, measure=fake_ms)
+
+    monkeypatch.setattr(generate.validate, "validate_tasks", fake_validate)
+    monkeypatch.setattr(generate, "scale_to_min_ms", fake_scale)
+
+    def options(out: Path, seed: int = 5) -> GenerateOptions:
+        journal = str(out / generate.JOURNAL_FILE)
+        return GenerateOptions(n=5, seed=seed, min_ms=0.05, kernelbench=NO_KERNELBENCH, journal=journal)
+
+    whole = options(tmp_path / "whole")
+    write_set(tmp_path / "whole", generate_set(whole), whole)
+    first_validated, first_measured = len(done["validated"]), len(done["measured"])
+    assert first_validated == 6 and first_measured == 5  # one drawn task was dropped, one more drawn
+
+    done["validated"].clear(), done["measured"].clear()
+    cut.update(validate_after=4)
+    parts = options(tmp_path / "parts")
+    with pytest.raises(KeyboardInterrupt):
+        generate_set(parts)
+    assert len(done["validated"]) == 4
+    cut.update(validate_after=None, measure_after=2)  # the 5th validation, then 2 of 4 measurements
+    with pytest.raises(KeyboardInterrupt):
+        generate_set(parts)
+    assert len(done["validated"]) == 5 and len(done["measured"]) == 2
+    cut.update(measure_after=None)
+    write_set(tmp_path / "parts", generate_set(parts), parts)
+    assert len(done["validated"]) == first_validated and len(done["measured"]) == first_measured
+    names = sorted(p.name for p in (tmp_path / "whole").iterdir() if p.name != generate.JOURNAL_FILE)
+    assert names == sorted(p.name for p in (tmp_path / "parts").iterdir() if p.name != generate.JOURNAL_FILE)
+    for name in names:
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "parts" / name).read_bytes(), name
+    with pytest.raises(UsageError, match="seed 5 there, 6 now"):
+        generate_set(options(tmp_path / "parts", seed=6))
