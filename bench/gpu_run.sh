@@ -20,7 +20,7 @@
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 #   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
-#   tasks       (TASKS_FROM: an earlier call's folder with generated_s0.tgz, to go on from its journal)
+#   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives, to go on from their journals)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
@@ -101,14 +101,15 @@ if has triton; then
   $limit python3 bench/adversarial.py --backend triton --no-cost --out "$OUT" > "$OUT/adversarial_triton.log" 2>&1
 fi
 if has tasks; then
-  # A generation cut by the call's limit returns its journal inside generated_s0.tgz: TASKS_FROM (the
-  # carried folder of that call's files) puts it back, and the generation goes on where it stopped.
-  if [ -n "${TASKS_FROM:-}" ] && [ -f "$TASKS_FROM/generated_s0.tgz" ]; then
-    tar xzf "$TASKS_FROM/generated_s0.tgz" -C "$OUT" generated_s0/.generate_journal.jsonl 2>/dev/null
-  fi
+  # A generation or enlargement cut by the call's limit returns its journal inside its archive:
+  # TASKS_FROM (the carried folder of that call's files) puts it back, and it goes on where it stopped.
+  for journal in generated_s0/.generate_journal.jsonl kernelbench_large/.enlarge_journal.jsonl; do
+    archive="${TASKS_FROM:-/nonexistent}/${journal%%/*}.tgz"
+    [ -f "$archive" ] && tar xzf "$archive" -C "$OUT" "$journal" 2>/dev/null
+  done
   $limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 8 \
     --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
-  $limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 2 \
+  $limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 8 \
     --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
   $limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
     --out "$OUT/kernelbench_hygiene_cuda.json" > "$OUT/tasks_hygiene.log" 2>&1

@@ -43,11 +43,12 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from kevin.errors import UsageError
 from kevin.tasks import sizes, validate
+from kevin.tasks.journal import Journal
 from kevin.tasks.loaders import kernelbench_dir
 from kevin.tasks.probe import GIB, ValidateSettings
 from kevin.tasks.records import Task
@@ -56,6 +57,8 @@ from kevin.tasks.selection import load_tasks
 
 ENLARGER_VERSION = 1
 MANIFEST_FILE = "manifest.json"
+JOURNAL_FILE = ".enlarge_journal.jsonl"
+"""In --out while the variants are made (kevin.tasks.journal): the same command run again goes on."""
 SUFFIX = "_large"
 STATUSES = ("enlarged", "fast_enough", "not_enlargeable", "capped", "error", "not_reached", "invalid")
 """Every status a problem can get, in the order the counts list them."""
@@ -78,10 +81,17 @@ class EnlargeOptions:
     validate: bool = True
     jobs: int = 2
     timeout_s: float = 60.0
+    journal: str | None = None
+    """File that keeps each problem's outcome and validation as it is known (kevin.tasks.journal)."""
 
     @property
     def budget_bytes(self) -> int:
         return int((self.budget_gib or validate.DEFAULT_BUDGET_GIB[self.device]) * GIB)
+
+    def journal_header(self) -> dict:
+        """What changes an outcome: a journal made with other values is not reused."""
+        fields = ("levels", "min_ms", "device", "budget_gib", "kernelbench", "validate", "timeout_s")
+        return {"enlarger": ENLARGER_VERSION, **{name: getattr(self, name) for name in fields}}
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,10 @@ class Enlargement:
             "written": self.written,
             "reason": self.reason,
         }
+
+    @classmethod
+    def from_journal(cls, data: dict) -> Enlargement:
+        return cls(**{**data, "measured": tuple(tuple(m) for m in data["measured"])})
 
 
 def leading_size_constant(source: str) -> tuple[str, int] | str:
@@ -226,11 +240,14 @@ def _note(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def validate_enlarged(outcomes: Sequence[Enlargement], options: EnlargeOptions) -> list[Enlargement]:
-    """Each `enlarged` outcome through `kevin tasks validate` (own process); failures become `invalid`."""
-    chosen = [i for i, o in enumerate(outcomes) if o.status == "enlarged"]
-    if not chosen:
-        return list(outcomes)
+def validate_enlarged(
+    outcomes: Sequence[Enlargement], options: EnlargeOptions, journal: Journal | None = None
+) -> list[Enlargement]:
+    """Each `enlarged` outcome through `kevin tasks validate` (own process); failures become `invalid`.
+    Those `journal` holds are not validated again; the others go into it as they finish."""
+    checked = list(outcomes)
+    results = {i: journal.get("validate", o.task_id) if journal else None for i, o in enumerate(outcomes)}
+    chosen = [i for i, o in enumerate(outcomes) if o.status == "enlarged" and not results[i]]
     settings = ValidateSettings(
         device=options.device,
         timeout_s=options.timeout_s,
@@ -244,16 +261,20 @@ def validate_enlarged(outcomes: Sequence[Enlargement], options: EnlargeOptions) 
         )
         for i in chosen
     ]
-    results = validate.validate_tasks(
-        records,
-        settings,
-        jobs=options.jobs,
-        progress=lambda done, total, r: _note(f"  validate [{done}/{total}] {r.task_id} {r.status}"),
-    )
-    checked = list(outcomes)
-    for i, result in zip(chosen, results):
-        if result.status != "ok":
-            checked[i] = replace(checked[i], status="invalid", reason=f"{result.status}: {result.reason}")
+    index = {outcomes[i].task_id: i for i in chosen}
+
+    def finished(done: int, total: int, result: validate.ValidationResult) -> None:
+        _note(f"  validate [{done}/{total}] {result.task_id} {result.status}")
+        results[index[result.task_id]] = {"status": result.status, "reason": result.reason}
+        if journal is not None:
+            journal.put("validate", result.task_id, results[index[result.task_id]])
+
+    if chosen:
+        validate.validate_tasks(records, settings, jobs=options.jobs, progress=finished)
+    for i, outcome in enumerate(outcomes):
+        result = results[i]
+        if outcome.status == "enlarged" and result["status"] != "ok":
+            checked[i] = replace(outcome, status="invalid", reason=f"{result['status']}: {result['reason']}")
     return checked
 
 
@@ -264,15 +285,25 @@ def enlarge_set(
     measure: Callable[..., float] | None = None,
     footprint_bytes: Callable[[str, int], int | None] = problem_footprint_bytes,
 ) -> list[Enlargement]:
-    """Every problem of `tasks` through steps 1-3 (validation when `options.validate`)."""
+    """Every problem of `tasks` through steps 1-3 (validation when `options.validate`); with
+    `options.journal`, each outcome is kept as it is known and a rerun repeats none of them."""
+    journal = Journal(options.journal, options.journal_header()) if options.journal else None
+    if journal is not None and len(journal):
+        _note(f"kevin tasks enlarge: going on from {journal.path} ({len(journal)} outcomes kept)")
     outcomes = []
     for task in tasks:
+        saved = journal.get("enlarge", task.id) if journal else None
+        if saved:
+            outcomes.append(Enlargement.from_journal(saved))
+            continue
         outcome = enlarge_problem(task, options, measure=measure, footprint_bytes=footprint_bytes)
+        if journal is not None:
+            journal.put("enlarge", task.id, asdict(outcome))
         after = ", ".join(f"{n}={v}" for n, v in outcome.constants_after.items())
         timing = f"{outcome.measured[-1][1]} ms" if outcome.measured else ""
         _note(f"  {task.id} {outcome.status} {after} {timing} {outcome.reason}".rstrip())
         outcomes.append(outcome)
-    return validate_enlarged(outcomes, options) if options.validate else outcomes
+    return validate_enlarged(outcomes, options, journal) if options.validate else outcomes
 
 
 def manifest(outcomes: Sequence[Enlargement], options: EnlargeOptions) -> dict:
@@ -354,6 +385,7 @@ def run_enlarge(args) -> int:
         validate=args.validate,
         jobs=args.jobs,
         timeout_s=args.timeout_s,
+        journal=str(Path(args.out) / JOURNAL_FILE),
     )
     out = Path(args.out)
     check_options(options, out)
@@ -362,6 +394,7 @@ def run_enlarge(args) -> int:
     _note(f"kevin tasks enlarge: {len(tasks)} problem(s) of level(s) {options.levels} to {options.min_ms} ms")
     out.mkdir(parents=True, exist_ok=True)
     outcomes = write_enlarged(out, enlarge_set(tasks, options), options)
+    Path(options.journal).unlink(missing_ok=True)  # the manifest is whole: nothing left to go on from
     for o in outcomes:
         if o.status != "enlarged":
             print(f"  {o.task_id:7s} {o.status}: {o.reason}")
@@ -388,7 +421,11 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--levels", type=int, nargs="+", default=[1, 2], help="KernelBench levels (default 1 2)"
     )
-    parser.add_argument("--out", required=True, help="folder to write (empty or absent)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="folder to write (no problem files yet); a run cut short goes on when run again into it",
+    )
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to measure")
     parser.add_argument("--min-ms", type=float, default=0.1, help="grow until the reference takes more (0.1)")
     parser.add_argument("--budget-gib", type=float, default=None, help="memory cap of the doubling")

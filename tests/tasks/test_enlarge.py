@@ -8,6 +8,7 @@ validation) keeps the suite fast; the rest runs a fake clock.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kevin.cli import main
+from kevin.errors import UsageError
 from kevin.tasks import load_tasks
 from kevin.tasks.enlarge import (
     MANIFEST_FILE,
@@ -135,6 +137,7 @@ def test_every_written_variant_validated_and_a_failing_one_is_not_written(enlarg
     _, out, _ = enlarged
     data = json.loads((out / MANIFEST_FILE).read_text())
     assert data["validated"] and data["device"] == "cpu" and data["min_ms"] == MIN_MS
+    assert not (out / ".enlarge_journal.jsonl").exists(), "a finished run keeps no journal"
     dropout = _entries(out)["L2_4"]
     assert dropout["status"] == "invalid" and dropout["reason"].startswith("nondeterministic")
     assert dropout["written"] is None and dropout["constants_after"]["batch_size"] > 1
@@ -232,3 +235,53 @@ def test_refuses_a_folder_that_holds_problems(tmp_path: Path, capsys):
     root = _fake_kernelbench(tmp_path / "kb")
     assert main(["tasks", "enlarge", "--kernelbench", str(root), "--out", str(root)]) == 2
     assert "already holds problem files" in capsys.readouterr().err
+
+
+def test_a_cut_enlargement_goes_on_from_its_journal(tmp_path: Path, monkeypatch):
+    """Each problem's outcome and validation is journaled as it is known (s33: a cut GPU run kept
+    nothing); a rerun measures and validates none of them again and writes the same variants."""
+    from kevin.tasks import enlarge
+    from kevin.tasks.validate import ValidationResult
+
+    tasks = load_tasks(str(_fake_kernelbench(tmp_path / "kb")), level=(1, 2))
+    measured, validated, cut = [], [], {"measure_after": None}
+
+    def clock(source: str, *, device: str) -> float:
+        if cut["measure_after"] is not None and len(measured) == cut["measure_after"]:
+            raise KeyboardInterrupt
+        measured.append(source)
+        return _rows_ms(source, device=device)
+
+    def fake_validate(records, settings, *, jobs, progress):  # level 2's variant is nondeterministic
+        for i, record in enumerate(records):
+            validated.append(record.id)
+            status = "nondeterministic" if record.id.startswith("L2") else "ok"
+            progress(i + 1, len(records), ValidationResult(record.id, 0, record.name, status, "planted", 0.1, None))
+
+    monkeypatch.setattr(enlarge.validate, "validate_tasks", fake_validate)
+
+    def run(out: Path) -> list:
+        options = EnlargeOptions(min_ms=0.1, journal=str(out / enlarge.JOURNAL_FILE))
+        return write_enlarged(out, enlarge_set(tasks, options, measure=clock), options)
+
+    (tmp_path / "whole").mkdir()
+    whole = run(tmp_path / "whole")
+    all_measured, all_validated = len(measured), len(validated)
+    assert all_validated == 2 and [o.status for o in whole].count("invalid") == 1
+    measured.clear(), validated.clear()
+    cut.update(measure_after=all_measured - 1)  # the last problem's last measurement
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "parts")
+    cut.update(measure_after=None)
+    measured.clear()
+    parts = run(tmp_path / "parts")
+    assert 0 < len(measured) < all_measured and len(validated) == all_validated  # only the rest again
+    assert parts == whole
+    for name in ("level1/1_Tanh_Sum_large.py", MANIFEST_FILE):
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "parts" / name).read_bytes(), name
+    measured.clear(), validated.clear()
+    again = EnlargeOptions(min_ms=0.1, journal=str(tmp_path / "parts" / enlarge.JOURNAL_FILE))
+    assert enlarge_set(tasks, again, measure=clock) == [dataclasses.replace(o, written=None) for o in parts]
+    assert measured == [] and validated == []  # validations come back from the journal too
+    with pytest.raises(UsageError, match="min_ms 0.1 there, 0.2 now"):
+        enlarge_set(tasks, EnlargeOptions(min_ms=0.2, journal=str(tmp_path / "parts" / enlarge.JOURNAL_FILE)))
