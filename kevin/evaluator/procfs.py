@@ -5,6 +5,7 @@
   descendants, kill_descendants     the live processes below a root, stopped then killed (the
                                     subreaper's sweep when there is no PID namespace to end)
   os_thread_count, os_threads       OS threads, native ones included
+  counters, counted_since           page faults and context switches (around a timing)
   scheduling_state                  nice value, scheduler policy and affinity of every thread
   status_fields                     /proc/<pid>/status as a dict
 
@@ -73,6 +74,33 @@ def parent_of(pid: int) -> tuple[int, bool] | None:
     if fields is None:
         return None
     return int(fields[1]), running(pid, fields)
+
+
+def counters(pid: int) -> dict[str, int] | None:
+    """A process's page faults (minor, major: /proc/<pid>/stat, every thread's) and its threads'
+    context switches (voluntary, forced), summed; None when it is gone. Read before and after a
+    timing, they say whether its cycles and fetches met faults or preemption."""
+    fields = stat_fields(pid)
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    if fields is None:
+        return None
+    counts = {"minflt": int(fields[7]), "majflt": int(fields[9]), "voluntary": 0, "forced": 0}
+    for tid in tids:  # a thread that ends meanwhile reads as {}: nothing added
+        status = status_fields(f"{pid}/task/{tid}")
+        counts["voluntary"] += int(status.get("voluntary_ctxt_switches", 0))
+        counts["forced"] += int(status.get("nonvoluntary_ctxt_switches", 0))
+    return counts
+
+
+def counted_since(before: dict[str, int] | None, pid: int) -> dict[str, int] | None:
+    """`counters(pid)` less `before` (None when either is missing)."""
+    now = counters(pid)
+    if before is None or now is None:
+        return None
+    return {key: now[key] - before[key] for key in now}
 
 
 def descendants(root: int) -> list[int]:

@@ -130,7 +130,7 @@ def truncate_middle(text: str, limit: int) -> str:
 
 
 _EVIDENCE: dict[str, tuple[tuple[str, ...], ...]] = {
-    "deferred_work": (("fetch_excess_ms",), ("fetch_ms",), ("fetch_copy_ms",)),
+    "deferred_work": (("fetch_excess_ms",), ("fetch_ms",), ("fetch_copy_ms",), ("runner_counters", "candidate")),
     "extra_threads": (("runner_threads", "started"),),
     "global_state_changed": (("global_state",),),
     "left_processes": (("left_processes",),),

@@ -129,6 +129,11 @@ def test_an_honest_short_kernel_is_timed_against_the_overhead_of_its_own_moment(
         "clean": 0.3,
     }
     assert judge.checks["settled"]["bracket candidate"] is True
+    # each side's faults and context switches over the attempts, for reading a slow fetch later
+    counted = judge.checks["runner_counters"]["candidate"]
+    assert set(counted) == {"timed", "control"}
+    assert set(counted["timed"]) == {"minflt", "majflt", "voluntary", "forced"}
+    assert all(isinstance(v, int) and v >= 0 for v in counted["timed"].values())
 
 
 def test_an_output_computed_when_fetched_is_still_caught_against_the_bracket():

@@ -258,6 +258,7 @@ def test_explain_names_each_blocking_flag_with_the_numbers_behind_it():
         "fetch_excess_ms": 1.31,
         "fetch_ms": {"clean_median": 0.2, "timed": [1.5, 1.6, 1.9]},
         "fetch_copy_ms": {"own": 0.05, "timed": [0.06]},
+        "runner_counters": {"candidate": {"timed": {"minflt": 40}}},
         "runner_threads": {"before": 3, "after": 4, "new": ["python"], "gone": [], "started": ["python"]},
         "left_processes": ["812 python R below the worker"],
         "trace": {"library_share": 0.93, "library_ops_us": {"aten::mm": 40.0}, "custom_us": 0.0},
@@ -268,7 +269,7 @@ def test_explain_names_each_blocking_flag_with_the_numbers_behind_it():
     assert line.startswith("blocked: deferred_work (fetch_excess_ms=1.31, fetch_ms={")
     # the copy's own time beside the fetch's: a slow copy or slow signalling (s33: honest Triton
     # kernels flagged on small tasks in a cold, busy batch, and not alone)
-    assert 'fetch_copy_ms={"own": 0.05, "timed": [0.06]})' in line
+    assert 'fetch_copy_ms={"own": 0.05, "timed": [0.06]}, runner_counters.candidate={"timed": {"minflt": 40}})' in line
     assert 'extra_threads (runner_threads.started=["python"])' in line
     assert 'left_processes (left_processes=["812 python R below the worker"])' in line
     assert 'library_kernels (trace.library_share=0.93, trace.library_ops_us={"aten::mm": 40.0})' in line

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kevin.evaluator import cores, probes, timing
+from kevin.evaluator import cores, probes, procfs, timing
 from kevin.evaluator.worker import exchange
 from kevin.evaluator.worker.exchange import output_bytes, read_outputs
 from kevin.evaluator.worker.handle import (
@@ -234,6 +234,9 @@ class TimingStage:
         attempts: list[tuple[float, Any, bool, dict[str, Any], bool]] = []
         clocked = [runner] if control is None or control is runner else [runner, control]
         pids = [r.process.pid for r in clocked]
+        # Faults and context switches of each side over the attempts, for reading a slow fetch or
+        # cycle afterwards (s33: honest small kernels flagged deferred_work on a cold, busy host).
+        before = [procfs.counters(pid) for pid in pids]
         pair = self.spin_cores()
         seated = pinned_apart(pids, pair, self.checks) if self.is_cuda else contextlib.nullcontext()
         with raised_priority([0, *pids], self.checks), seated:
@@ -255,6 +258,11 @@ class TimingStage:
                 attempts.append((spread, record, timing.dispersed(stats), used, unsteady))
                 if not (attempts[-1][2] or unsteady):
                     break
+        counted = {
+            side: procfs.counted_since(counts, pid)
+            for side, counts, pid in zip(("timed", "control"), before, pids, strict=False)
+        }
+        self.checks.setdefault("runner_counters", {})[who] = {k: v for k, v in counted.items() if v is not None}
         if len(attempts) > 1:
             self.checks.setdefault("timing_attempts", {})[who] = [round(a[0], 2) for a in attempts]
         _, record, still, used, unsteady = min(attempts, key=lambda a: a[0])
