@@ -23,9 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def stat_fields(pid: int, tid: int | None = None) -> list[bytes] | None:
-    """The fields of /proc/<pid>/stat (of its thread `tid` when given) after the command name
-    (state first); None when it is gone."""
+def stat_fields(pid: int | str, tid: int | None = None) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat (of its thread `tid` when given; pid "self": this process)
+    after the command name (state first); None when it is gone."""
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
         with open(path, "rb") as handle:
@@ -200,16 +200,13 @@ def scheduling_state(pid: int | None = None) -> dict[str, Any]:
     """Nice value, scheduler policy and CPU affinity of a process (this one when None), read from
     /proc so a trusted process can check a runner from outside. The top-level values are the main
     thread's; `threads` maps each thread id to its own, and `uniform` says whether they all agree."""
-    base = f"/proc/{'self' if pid is None else pid}/task"
+    who = "self" if pid is None else pid
     threads: dict[int, dict[str, Any]] = {}
-    for tid in sorted(os.listdir(base), key=int):
-        try:
-            with open(f"{base}/{tid}/stat", "rb") as handle:
-                data = handle.read()
-            fields = data[data.rfind(b")") + 2 :].split()
-            affinity = _cpu_list(status_fields(f"{base[6:]}/{tid}").get("Cpus_allowed_list", ""))
-        except OSError:
+    for tid in sorted(os.listdir(f"/proc/{who}/task"), key=int):
+        fields = stat_fields(who, int(tid))
+        if fields is None:
             continue  # the thread ended meanwhile
+        affinity = _cpu_list(status_fields(f"{who}/task/{tid}").get("Cpus_allowed_list", ""))
         policy = int(fields[38])
         threads[int(tid)] = {
             "nice": int(fields[16]),
