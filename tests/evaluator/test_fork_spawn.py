@@ -219,7 +219,11 @@ def test_a_forked_runner_gets_the_runners_heap_policy_that_its_start_would_have_
     RUNNER_MALLOC by mallopt. The pattern is tests/evaluator/test_runner_heap.py's bad mode."""
     seen = _fresh(HEAP)
     assert max(seen["policy"][1:]) < 16, seen  # the heap keeps the memory for the next call
-    assert min(seen["none"][1:]) >= 3 * MB // 4096 * 0.9, seen  # what a fork without it pays every call
+    # What a fork without it pays every call: at least one of the three blocks mapped afresh. Not all
+    # three: a block can come from free space the judge's heap already had (malloc serves a request
+    # above the mmap threshold from the heap's top when it fits), whose pages the fork pays once, by
+    # copy-on-write, on its first call (the H100's CUDA torch, session 34: 770 then 514 each call).
+    assert min(seen["none"][1:]) >= MB // 4096 * 0.9, seen
 
 
 FORKABLE = """
