@@ -101,6 +101,9 @@ class EvalConfig:
     """Workers that may hold one device at once (kevin.evaluator.devlock): their inputs, correctness trials
     and reference runs overlap, their timing never overlaps anything. A job too big for its share
     of device memory takes every slot. 1 = one worker on the device from inputs to exit."""
+    device_reserved_bytes: int = 0
+    """Device memory kevin's booted workers keep besides their jobs' data (CUDA contexts), which
+    admission does not share among jobs: set by the service's plan (kevin.evaluator.devmem)."""
     limits: Limits = field(default_factory=Limits)
     static_check: bool = True
     """Run the static gate (kevin.gate) before building."""
@@ -193,6 +196,7 @@ def evaluate(
         "baseline_device": cached.get("device_name"),
         "device_lock": str(device_lock_file(config)),
         "device_slots": config.device_slots,
+        "device_reserved_bytes": config.device_reserved_bytes,
         "device_ordinal": device_ordinal(config) if config.on_gpu else 0,
         "baseline_lock": str(_ensure_lock_file(cache_file.with_suffix(".lock")))
         if config.baseline_cache
@@ -233,12 +237,13 @@ OUT_OF_MEMORY = ("CUDA out of memory", "OutOfMemoryError", "cudaErrorMemoryAlloc
 def _out_of_memory_beside_others(result: EvalResult, config: EvalConfig) -> bool:
     """A CUDA out-of-memory failure in a run that shared the device (kevin.evaluator.devlock): the estimate
     of what the job needs can be short (outputs larger than inputs, big intermediates), so the
-    failure may be the other workers', not the candidate's. Such a run is repeated alone."""
+    failure may be the other workers', not the candidate's. Such a run is repeated alone, as is
+    one whose own work (calibration, input draws: blamed on kevin) failed so beside others."""
     admission = result.checks.get("device_admission") or {}
     return (
         config.on_gpu
         and result.stage == "runtime"
-        and result.blame == "candidate"
+        and result.blame in ("candidate", "infrastructure")
         and int(admission.get("weight", config.device_slots)) < config.device_slots
         and any(marker in result.error for marker in OUT_OF_MEMORY)
     )

@@ -32,12 +32,15 @@ class _EvalActor:
     """Runs inside a Ray worker process; one per GPU (or per CPU slot for the cpp back end)."""
 
     def __init__(self, config: EvalConfig, spare_workers: int = 4) -> None:
+        from kevin.evaluator.service import planned
         from kevin.evaluator.spares import SparePool
 
-        # Ray has narrowed CUDA_VISIBLE_DEVICES to this actor's GPU: it is device 0 here.
-        self.config = dataclasses.replace(config, device_index=0)
+        # Ray has narrowed CUDA_VISIBLE_DEVICES to this actor's GPU: it is device 0 here. Its
+        # `spare_workers` (its concurrency) run at once: the spares are what its memory holds beside.
+        config = dataclasses.replace(config, device_index=0)
+        self.config, spares, _ = planned(config, [0], spare_workers, spare_workers)
         # Workers booted ahead of their jobs, started by the actor's own (long-lived) threads.
-        self.spares = SparePool(spare_workers)
+        self.spares = SparePool(spares)
 
     def evaluate(self, task: dict[str, Any], source: str) -> dict[str, Any]:
         from kevin.evaluator.evaluate import evaluate

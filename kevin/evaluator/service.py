@@ -17,7 +17,9 @@ the next step (issue #5); it will keep this interface.
 Each evaluation still gets a fresh worker, but not a cold one: the service keeps up to
 `spare_workers` (default `max_in_flight`) workers booted ahead of their jobs (kevin.evaluator.spares),
 so a worker's and its runner's start (Python, torch, the CUDA contexts: seconds each) overlaps the
-evaluations before it. `prepare()` starts building the toolchain's shim and symbol-check reference
+evaluations before it. On a GPU the spares are cut to what the device's memory holds beside the
+workers in flight, and admission shares only what their contexts leave (kevin.evaluator.devmem).
+`prepare()` starts building the toolchain's shim and symbol-check reference
 (kevin.evaluator.prebuild) in the background, for a caller with other work before its first
 evaluation. `close()` ends the spares and a build still going.
 """
@@ -32,11 +34,27 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import as_completed as _as_completed
 from typing import Any
 
-from kevin.evaluator.evaluate import EvalConfig, evaluate
+from kevin.evaluator import devmem
+from kevin.evaluator.evaluate import EvalConfig, evaluate, physical_device
 from kevin.evaluator.prebuild import Prebuild
 from kevin.evaluator.result import EvalResult
 from kevin.evaluator.spares import SparePool
 from kevin.tasks import Task
+
+
+def planned(
+    config: EvalConfig, devices: list[int], in_flight: int, spares: int
+) -> tuple[EvalConfig, int, devmem.DevicePlan | None]:
+    """The config (with the contexts' reservation) and the spares a GPU's memory holds beside
+    `in_flight` workers spread over `devices` (kevin.evaluator.devmem); as asked on the CPU, or
+    where no device's size is known."""
+    if not config.on_gpu:
+        return config, spares, None
+    names = [physical_device(dataclasses.replace(config, device_index=i)) for i in devices]
+    plan = devmem.plan_devices(names, in_flight, spares)
+    if plan is None:
+        return config, spares, None
+    return dataclasses.replace(config, device_reserved_bytes=plan.reserved_bytes), plan.spares, plan
 
 
 class EvaluationService:
@@ -51,13 +69,14 @@ class EvaluationService:
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1 (got {max_in_flight})")
-        self.config = config
         self.devices = device_indices or [config.device_index]
+        spares = max_in_flight if spare_workers is None else spare_workers
+        self.config, spares, self.device_plan = planned(config, self.devices, max_in_flight, spares)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="kevin-eval")
         self._slots = threading.BoundedSemaphore(max_pending or 2 * max_in_flight)
         self._next_device = itertools.cycle(self.devices)
         self._lock = threading.Lock()
-        self.spares = SparePool(max_in_flight if spare_workers is None else spare_workers)
+        self.spares = SparePool(spares)
         self.submitted = 0
         self.finished = 0
         self.prebuild: Prebuild | None = None

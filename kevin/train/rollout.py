@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from kevin.evaluator.result import EvalResult
@@ -181,8 +181,12 @@ def trainer_device_section(config: EvaluatorConfig, backend: str, device: Any) -
     the option off, a Ray evaluator (its own devices), a CPU trainer or back end, or a GPU the local
     service does not evaluate on. A timing waiting for the device makes the trainer's next section
     wait in turn (the lock's turnstile), and a section of the trainer's never waits on a verdict,
-    so the two cannot deadlock."""
+    so the two cannot deadlock. A section gives back what torch's caching allocator kept of it
+    before it lets go of the lock: the workers need that memory next (kevin.evaluator.devmem; on the
+    H100 the evaluator's own draws ran out of it, session 34)."""
     import dataclasses
+
+    import torch
 
     from kevin.evaluator.evaluate import GPU_BACKENDS, device_lock
 
@@ -193,7 +197,17 @@ def trainer_device_section(config: EvaluatorConfig, backend: str, device: Any) -
     index = device.index if device.index is not None else 0
     if index not in (list(config.device_indices) or [0]):
         return None
-    return device_lock(dataclasses.replace(eval_config_for(config, backend), device_index=index)).shared
+    shared = device_lock(dataclasses.replace(eval_config_for(config, backend), device_index=index)).shared
+
+    @contextmanager
+    def section() -> Iterator[None]:
+        with shared():
+            try:
+                yield
+            finally:
+                torch.cuda.empty_cache()
+
+    return section
 
 
 def build_evaluator(config: EvaluatorConfig, backend: str, step_candidates: int = 0) -> Evaluator:

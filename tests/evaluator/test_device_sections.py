@@ -315,3 +315,22 @@ def test_on_the_cpu_back_end_a_load_takes_no_lock(lock_path):
     runner = LoadingRunner(lock_path)
     judge.load_candidate(runner)  # type: ignore[arg-type]
     assert runner.seen == [("import", True), ("after ext_a", True), ("after ext_b", True)]
+
+
+def test_admission_shares_only_what_the_booted_workers_contexts_leave(lock_path, monkeypatch):
+    """A job that fits its share of a free 80 GiB device goes alone once the plan reserves 40 GiB
+    of it for the workers' CUDA contexts (kevin.evaluator.devmem)."""
+    import torch
+
+    gib = 1 << 30
+    device = type("Properties", (), {"total_memory": 80 * gib})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: device)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (80 * gib, 80 * gib))
+    weights = {}
+    for reserved in (0, 40 * gib):
+        judge = harness(lock_path, monkeypatch=monkeypatch)
+        judge.job.update(trials=3, device_reserved_bytes=reserved)
+        judge.admit(3 * gib // 2)  # 16 copies: 24 GiB a job, 48 for both slots
+        weights[reserved] = judge.checks["device_admission"]["weight"]
+        judge.lock.close()
+    assert weights == {0: 1, 40 * gib: 2}

@@ -224,6 +224,10 @@ def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone(
     other_error = EvalResult(**{**shared.to_dict(), "error": "illegal memory access"})
     assert not _out_of_memory_beside_others(other_error, config)
     assert not _out_of_memory_beside_others(shared, EvalConfig(backend="cpp"))
+    # kevin's own draw or calibration out of memory beside others (the H100, session 34): alone too.
+    ours = EvalResult(**{**shared.to_dict(), "blame": "infrastructure"})
+    assert _out_of_memory_beside_others(ours, config)
+    assert not _out_of_memory_beside_others(EvalResult(**{**shared.to_dict(), "blame": "none"}), config)
 
 
 def test_a_thread_that_ended_does_not_hide_one_the_candidate_started():

@@ -10,6 +10,8 @@ them (and they for it), and nothing of the trainer's waits for a verdict inside 
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 import time
 
@@ -82,6 +84,36 @@ def test_a_trainer_on_an_evaluated_gpu_takes_the_shared_side_of_that_gpus_own_lo
     with timer.shared():  # the evaluator's shared work (trials) goes on beside the trainer's
         with section():
             pass
+
+
+def test_a_section_gives_back_the_allocators_cache_before_it_lets_go_of_the_lock(lock_path, monkeypatch):
+    """The trainer's cached blocks are the workers' memory next (kevin.evaluator.devmem): a section
+    empties torch's cache on the way out, while it still keeps timings off the device."""
+    section = trainer_device_section(EvaluatorConfig(), "cuda", CUDA0)
+    (asked,) = lock_path.asked
+    emptied = []
+    monkeypatch.setattr(
+        torch.cuda, "empty_cache", lambda: emptied.append(_timing_could_start(lock_path(asked)))
+    )
+    with section():
+        assert emptied == []
+    assert emptied == [False]
+    with pytest.raises(RuntimeError), section():  # and when the section's work fails
+        raise RuntimeError("out of memory in a gradient step")
+    assert emptied == [False, False]
+
+
+def _timing_could_start(path) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
 
 
 class Recorder:

@@ -423,6 +423,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             input_bytes, 2 * (self.job["trials"] + self.job.get("distribution_trials", 0))
         )
         total = self.torch.cuda.get_device_properties(self.device).total_memory if self.is_cuda else 0
+        total -= int(self.job.get("device_reserved_bytes") or 0)  # the booted workers' contexts
         weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
         weight = int(self.job.get("admission_weight") or weight)  # a rerun alone after an OOM
         self.lock.admit(weight)
