@@ -18,9 +18,13 @@ For each evaluation step against the base step (default the first):
                  trajectories share its difficulty, so tasks, not samples, are the independent units)
 
 A rise is beyond chance when the interval of the speedup difference lies above 0, or p < 0.05 with
-more gained than lost (a fall: the mirror). Correctness and speedup are those of kevin.rl.metrics (a trajectory's best passed
-turn). Reads `heldout.jsonl` of a run directory (or the file itself). `--rescored FILE`
-(bench/heldout_rescore.py's output) replaces the rows of every step FILE holds with its re-scored
+more gained than lost (a fall: the mirror). Only between steps judged on the same kind of GPU: a
+step whose verdicts name another device than the base's (a run carried from an H200 to an H100) is
+listed, marked `*`, and counted neither way, since every speedup is the reference's time on that
+machine over the kernel's (session 34: step 5 read 0.947 on the H200 and 1.087 on the H100).
+Correctness and speedup are those of kevin.rl.metrics (a trajectory's best passed turn). Reads
+`heldout.jsonl` of a run directory (or the file itself). `--rescored FILE` (bench/heldout_rescore.py's
+output) replaces the rows of every step FILE holds with its re-scored
 ones, so a run carried across an evaluator change compares steps judged by one evaluator (e.g. the
 start re-scored by the evaluator that judged the later steps).
 
@@ -65,11 +69,21 @@ def task_bootstrap(differences: dict[str, list[float]], resamples: int, seed: in
     return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
 
 
+def machines(rows: list[dict[str, Any]]) -> dict[int, str]:
+    """The device each step's verdicts name ("NVIDIA H200"; several joined by " + "; "" when none)."""
+    names: dict[int, set[str]] = {}
+    for row in rows:
+        device = str((row.get("verdict") or {}).get("device") or "")
+        names.setdefault(int(row.get("step", 0)), set()).update([device] if device else [])
+    return {step: " + ".join(sorted(found)) for step, found in names.items()}
+
+
 def compare(
     rows: list[dict[str, Any]], base: int | None = None, resamples: int = 10_000
 ) -> list[dict[str, Any]]:
     """One record per evaluation step after the base (see the module's docstring)."""
     instances = group_rows(rows)
+    devices = machines(rows)
     texts = {
         (int(r.get("step", 0)), str(r["task"]), int(r["trajectory"]), int(r["turn"])): r.get("candidate")
         for r in rows
@@ -112,6 +126,8 @@ def compare(
             {
                 "step": step,
                 "base": base,
+                "machine": devices.get(step, ""),
+                "machine_base": devices.get(base, ""),
                 "pairs": n,
                 "tasks": len(differences),
                 "same": same,
@@ -129,9 +145,17 @@ def compare(
     return records
 
 
+def other_machine(record: dict[str, Any]) -> bool:
+    """Whether the step was judged on another kind of device than its base (both known)."""
+    step, base = record.get("machine") or "", record.get("machine_base") or ""
+    return bool(step and base and step != base)
+
+
 def beyond_chance(record: dict[str, Any]) -> int:
     """+1 for a rise beyond chance (the speedup interval above 0, or p < 0.05 with more gained than
-    lost), -1 for a fall (the mirror), 0 otherwise."""
+    lost), -1 for a fall (the mirror), 0 otherwise, and 0 for a step judged on another machine."""
+    if other_machine(record):
+        return 0
     low, high = record["speedup_diff_95"]
     significant = record["p"] < 0.05
     if low > 0 or (significant and record["gained"] > record["lost"]):
@@ -149,9 +173,16 @@ def render(records: list[dict[str, Any]]) -> str:
     for r in records:
         low, high = r["speedup_diff_95"]
         lines.append(
-            f"{r['step']:>4} {r['pairs']:>5} {r['same']:>4}  {r['correct_base']:.3f}->{r['correct']:.3f} "
+            f"{str(r['step']) + ('*' if other_machine(r) else ''):>4} {r['pairs']:>5} {r['same']:>4}  "
+            f"{r['correct_base']:.3f}->{r['correct']:.3f} "
             f"{r['gained']:>3} {r['lost']:>3} {r['p']:>6.3f}  {r['speedup_base']:.3f}->{r['speedup']:.3f} "
             f"{r['speedup_diff']:>+7.3f} [{low:+.3f}, {high:+.3f}]"
+        )
+    moved = [r for r in records if other_machine(r)]
+    if moved:
+        lines.append(
+            f"* judged on {moved[0]['machine']}, the base on {moved[0]['machine_base']}: speedups are"
+            " each machine's own, so these steps count neither way"
         )
     rises = [r["step"] for r in records if beyond_chance(r) > 0]
     falls = [r["step"] for r in records if beyond_chance(r) < 0]
@@ -159,7 +190,7 @@ def render(records: list[dict[str, Any]]) -> str:
         lines.append("a rise beyond chance at step(s) " + ", ".join(map(str, rises)))
     if falls:
         lines.append("a fall beyond chance at step(s) " + ", ".join(map(str, falls)))
-    if not rises and not falls:
+    if not rises and not falls and len(moved) < len(records):
         lines.append(
             "no step differs from the base beyond chance (speedup interval spans 0, sign test p >= 0.05)"
         )

@@ -70,6 +70,7 @@ def write_report(record: dict, run_dir: Path, out: Path) -> None:
     # Each held-out step against the start, pair by pair: is the change more than chance?
     heldout = read_jsonl(run_dir / "heldout.jsonl") if (run_dir / "heldout.jsonl").exists() else []
     record["paired"] = heldout_paired.compare(heldout) if heldout else []
+    record["machines"] = {str(step): name for step, name in heldout_paired.machines(heldout).items()}
     resumed = read_jsonl(run_dir / "heldout_resumed.jsonl") if (run_dir / "heldout_resumed.jsonl").exists() else []
     record["paired_resumed"] = paired_since_resume(heldout, resumed)
     (out / "rl").mkdir(parents=True, exist_ok=True)
@@ -147,6 +148,15 @@ def _sft_line(sft_record: dict) -> str:
     return line
 
 
+def _machines_line(record: dict) -> list[str]:
+    """A warning line when the start and the last held-out step were judged on different GPUs."""
+    machines, after = record.get("machines") or {}, record.get("after") or {}
+    start, last = machines.get("0", ""), machines.get(str(after.get("step")), "")
+    if not (start and last) or start == last:
+        return []
+    return [f"(step 0 judged on {start}, step {after['step']} on {last}: each speedup is its machine's own)"]
+
+
 def _table(record: dict) -> str:
     def cells(values: dict | None) -> str:
         values = values or {}
@@ -167,6 +177,7 @@ def _table(record: dict) -> str:
         f"{'corpus average variant':28s}{cells(baseline)}   ({baseline.get('variants', 0)} variants)",
         f"{'SFT start (step 0)':28s}{cells(record.get('before'))}",
         f"{'after RL (step ' + str(after.get('step', '-')) + ')':28s}{cells(after)}",
+        *_machines_line(record),
         _sft_line(record.get("sft") or {}),
         *(
             ["held-out steps against the start, pair by pair (bench/heldout_paired.py):"]

@@ -69,6 +69,30 @@ def test_a_rise_and_a_fall_beyond_chance_are_named(tmp_path, capsys):
     assert math.isclose(fall["speedup_diff"], -1.0)
 
 
+def test_a_step_judged_on_another_gpu_is_listed_but_counts_neither_way(tmp_path, capsys):
+    """Session 34: a run carried from the H200 to an H100 read a rise at every H100 step against the
+    H200's start; the H100's speedups were higher for the same kernels (step 5: 0.947 and 1.087)."""
+    rows = []
+    for t in range(10):  # the same kernels, faster on the second machine; step 9 loses them all there
+        rows += [row(0, f"t{t}", 0, 1.0), row(4, f"t{t}", 0, 1.5), row(9, f"t{t}", 0, None)]
+    for r in rows:
+        r["verdict"]["device"] = "NVIDIA H200" if r["step"] < 9 else "NVIDIA H100 80GB HBM3"
+    assert paired.machines(rows) == {0: "NVIDIA H200", 4: "NVIDIA H200", 9: "NVIDIA H100 80GB HBM3"}
+    rise, fall = paired.compare(rows, resamples=500)
+    assert (rise["machine"], fall["machine"], fall["machine_base"]) == (
+        "NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    )  # fmt: skip
+    assert paired.beyond_chance(rise) == 1 and paired.beyond_chance(fall) == 0
+    text = paired.render([rise, fall])
+    assert "a rise beyond chance at step(s) 4" in text and "fall" not in text
+    assert "\n  9*    10" in text and "the base on NVIDIA H200" in text
+    assert paired.render([fall]).splitlines()[-1].startswith("* judged on NVIDIA H100 80GB HBM3")
+    # Rows with no device named (older runs, the CPU's tests) pair as before.
+    for r in rows:
+        del r["verdict"]["device"]
+    assert paired.beyond_chance(paired.compare(rows, resamples=500)[1]) == -1
+
+
 def test_rescored_rows_replace_their_steps_rows(tmp_path, capsys):
     """The start judged again by a later evaluator: its rows, not the old ones, are the base."""
     rows, rescored = [], []

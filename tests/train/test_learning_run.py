@@ -550,3 +550,16 @@ def test_the_report_pairs_the_steps_after_a_resume_with_the_restored_step_judged
     assert paired["speedup_diff"] == pytest.approx(0.15)
     (first_machine,) = load_bench("heldout_paired_bench", "heldout_paired.py").compare(heldout)
     assert first_machine["gained"] == 1
+
+
+def test_the_report_warns_when_the_start_and_the_last_step_were_judged_on_different_gpus():
+    report = load_bench("learning_report_bench", "learning_report.py")
+    record = {"after": {"step": 27}, "machines": {"0": "NVIDIA H200", "5": "NVIDIA H200"}}
+    assert report._machines_line(record) == []  # step 27's machine unknown: nothing to say
+    record["machines"]["27"] = "NVIDIA H200"
+    assert report._machines_line(record) == []
+    record["machines"]["27"] = "NVIDIA H100 80GB HBM3"
+    (line,) = report._machines_line(record)
+    assert line == (
+        "(step 0 judged on NVIDIA H200, step 27 on NVIDIA H100 80GB HBM3: each speedup is its machine's own)"
+    )
