@@ -25,6 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kevin.evaluator.evaluate import OUT_OF_MEMORY
+
 GRID_MS = (8.0, 12.0, 16.0, 20.0)
 GRID_TOLERANCE_MS = 0.1
 STAGES = ("total", "build", "compile", "setup", "wait_gpu", "calibrate", "correctness", "timing", "baseline")
@@ -138,6 +140,12 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         for v in verdicts
         if v.get("blame") == "infrastructure"
     )
+    # Device memory run out (s34's H100: kevin's own workers' contexts filled it), by blame, and the
+    # runs repeated alone after one (kevin.evaluator.evaluate).
+    out_of_memory = Counter(
+        str(v.get("blame")) for v in verdicts if any(m in (v.get("error") or "") for m in OUT_OF_MEMORY)
+    )
+    rerun_alone = sum(1 for v in verdicts if (v.get("checks") or {}).get("retried_alone_after"))
     disturbed: Counter[str] = Counter()
     for verdict in verdicts:
         for label, value in timing_figures(verdict).items():
@@ -163,6 +171,7 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         "flags": dict(flags.most_common()),
         "stage_seconds": seconds,
         "infrastructure": dict(infrastructure.most_common()),
+        "out_of_memory": {"by_blame": dict(out_of_memory.most_common()), "rerun_alone": rerun_alone},
         "grid_figures": dict(disturbed.most_common()),
         "timing_cores": dict(cores.most_common()),
         "timed_at_zero": {"candidates": zero, "baselines": zero_baselines},
@@ -181,6 +190,12 @@ def report(summary: dict[str, Any]) -> str:
     lines.append(
         "infrastructure failures: "
         + ("; ".join(f"{n} x {reason}" for reason, n in summary["infrastructure"].items()) or "none")
+    )
+    memory = summary["out_of_memory"]
+    lines.append(
+        "device out of memory: "
+        + (", ".join(f"{blame} {n}" for blame, n in memory["by_blame"].items()) or "none")
+        + f"; rerun alone after one: {memory['rerun_alone']}"
     )
     grid = summary["grid_figures"]
     lines.append(

@@ -69,6 +69,7 @@ def test_disturbed_timings_are_counted_where_they_were_seen(tmp_path, capsys):
     assert summary["infrastructure"] == {
         "the cycle overhead around the baseline's timing stayed dispersed over 3 attempts": 1
     }
+    assert summary["out_of_memory"] == {"by_blame": {}, "rerun_alone": 0}
     assert summary["stage_seconds"]["total"] == {"n": 8, "median": 20.0, "p90": 20.0, "max": 20.0}
     # Time in no stage the worker named (a spare still booting when its job came).
     assert summary["stage_seconds"]["unstaged"] == {"n": 8, "median": 19.0, "p90": 19.0, "max": 19.0}
@@ -107,3 +108,19 @@ def test_the_brackets_two_sides_and_the_retimed_references_are_summed_up(tmp_pat
     printed = capsys.readouterr().out
     assert "candidate 1.0488 (1 of 2)" in printed
     assert "references timed again under their bandwidth floor: 1" in printed
+
+
+def test_device_out_of_memory_is_counted_by_blame_with_the_reruns_alone(tmp_path, capsys):
+    """s34's H100 run: kevin's own calibrations ran out of device memory (blamed on kevin)."""
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 MiB."
+    calibration = "kevin's runner failed to calibrate: " + oom
+    ours = verdict(stage="runtime", blame="infrastructure", error=calibration)
+    theirs = verdict(stage="runtime", blame="candidate", error=oom)
+    alone = verdict(checks={"retried_alone_after": "out of memory beside other workers"})
+    (tmp_path / "rl").mkdir()
+    write(tmp_path / "rl" / "episodes.jsonl", [ours, ours, theirs, alone, verdict()])
+    assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
+    summary = json.loads((tmp_path / "h.json").read_text())
+    assert summary["out_of_memory"] == {"by_blame": {"infrastructure": 2, "candidate": 1}, "rerun_alone": 1}
+    printed = capsys.readouterr().out
+    assert "device out of memory: infrastructure 2, candidate 1; rerun alone after one: 1" in printed
