@@ -76,10 +76,11 @@ def parent_of(pid: int) -> tuple[int, bool] | None:
     return int(fields[1]), running(pid, fields)
 
 
-def counters(pid: int) -> dict[str, int] | None:
-    """A process's page faults (minor, major: /proc/<pid>/stat, every thread's) and its threads'
-    context switches (voluntary, forced), summed; None when it is gone. Read before and after a
-    timing, they say whether its cycles and fetches met faults or preemption."""
+def counters(pid: int) -> dict[str, Any] | None:
+    """A process's page faults (minor, major: /proc/<pid>/stat, every thread's, the ended ones' too)
+    and each live thread's context switches (`threads`: tid -> [voluntary, forced]); None when it is
+    gone. Read before and after a timing (`counted_since`), they say whether its cycles and fetches
+    met faults or preemption."""
     fields = stat_fields(pid)
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -87,20 +88,32 @@ def counters(pid: int) -> dict[str, int] | None:
         return None
     if fields is None:
         return None
-    counts = {"minflt": int(fields[7]), "majflt": int(fields[9]), "voluntary": 0, "forced": 0}
-    for tid in tids:  # a thread that ends meanwhile reads as {}: nothing added
+    threads = {}
+    for tid in tids:  # a thread that ends meanwhile reads as {}: left out
         status = status_fields(f"{pid}/task/{tid}")
-        counts["voluntary"] += int(status.get("voluntary_ctxt_switches", 0))
-        counts["forced"] += int(status.get("nonvoluntary_ctxt_switches", 0))
-    return counts
+        if status:
+            threads[tid] = [
+                int(status.get("voluntary_ctxt_switches", 0)),
+                int(status.get("nonvoluntary_ctxt_switches", 0)),
+            ]
+    return {"minflt": int(fields[7]), "majflt": int(fields[9]), "threads": threads}
 
 
-def counted_since(before: dict[str, int] | None, pid: int) -> dict[str, int] | None:
-    """`counters(pid)` less `before` (None when either is missing)."""
+def counted_since(before: dict[str, Any] | None, pid: int) -> dict[str, int] | None:
+    """What `pid` counted since `before` (its `counters`), None when either read is missing. Context
+    switches are a thread's own, and Linux keeps no per-process sum of them to read from outside: a
+    thread seen at both reads adds its difference, one started since adds all of its own, one that
+    ended adds nothing (`threads_ended` says how many: the count is then a lower bound)."""
     now = counters(pid)
     if before is None or now is None:
         return None
-    return {key: now[key] - before[key] for key in now}
+    then, live = before["threads"], now["threads"]
+    counts = {"minflt": now["minflt"] - before["minflt"], "majflt": now["majflt"] - before["majflt"]}
+    for index, key in enumerate(("voluntary", "forced")):
+        counts[key] = sum(switches[index] - then.get(tid, [0, 0])[index] for tid, switches in live.items())
+    counts["threads_ended"] = len(then.keys() - live.keys())
+    counts["threads_started"] = len(live.keys() - then.keys())
+    return counts
 
 
 def descendants(root: int) -> list[int]:

@@ -132,7 +132,9 @@ def test_an_honest_short_kernel_is_timed_against_the_overhead_of_its_own_moment(
     # each side's faults and context switches over the attempts, for reading a slow fetch later
     counted = judge.checks["runner_counters"]["candidate"]
     assert set(counted) == {"timed", "control"}
-    assert set(counted["timed"]) == {"minflt", "majflt", "voluntary", "forced"}
+    assert set(counted["timed"]) == {
+        "minflt", "majflt", "voluntary", "forced", "threads_ended", "threads_started"
+    }  # fmt: skip
     assert all(isinstance(v, int) and v >= 0 for v in counted["timed"].values())
 
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import types
 from pathlib import Path
@@ -388,3 +389,31 @@ def test_counters_see_this_process_fault_and_sleep():
     counted = procfs.counted_since(before, os.getpid())
     assert counted["minflt"] >= 1000 and counted["voluntary"] >= 1 and counted["majflt"] >= 0
     assert procfs.counters(2**22 + 1) is None and procfs.counted_since(None, os.getpid()) is None
+
+
+def test_a_thread_that_ends_between_the_reads_takes_no_switches_away():
+    """s34's H100 run read `voluntary: -1` for a timed runner: the counts were summed over the threads
+    alive at each read, so a thread that ended took its switches out of the second sum. Only threads
+    seen at both reads are compared (and those started since count whole); the ended are counted."""
+
+    def sleeper():
+        for _ in range(200):
+            time.sleep(0.0005)  # voluntary switches, then the thread ends
+
+    ending = threading.Thread(target=sleeper)
+    ending.start()
+    time.sleep(0.02)
+    before = procfs.counters(os.getpid())
+    ending.join()
+    started = threading.Thread(target=sleeper)
+    started.start()
+    started.join()  # born and gone between the reads: neither seen nor counted
+    late = threading.Event()
+    waiting = threading.Thread(target=late.wait)
+    waiting.start()  # started since the first read and alive at the second: counted whole
+    time.sleep(0.02)
+    counted = procfs.counted_since(before, os.getpid())
+    late.set()
+    waiting.join()
+    assert counted["voluntary"] >= 0 and counted["forced"] >= 0, counted
+    assert counted["threads_ended"] == 1 and counted["threads_started"] == 1, counted
