@@ -20,6 +20,8 @@
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 #   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
+#   fetch       bench/fetch_ab.py (issue #19): the bundled small CUDA candidates, the control runner's
+#               profiler warm-up off and on, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
 #   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives, to go on from their journals)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
@@ -100,6 +102,10 @@ fi
 if has triton; then
   $limit python3 bench/adversarial.py --backend triton --no-cost --out "$OUT" > "$OUT/adversarial_triton.log" 2>&1
 fi
+if has fetch; then  # alone: it compares fetch times, which other steps' load would disturb
+  $limit python3 bench/fetch_ab.py --out "$OUT" --backend cuda --rounds "${FETCH_ROUNDS:-2}" \
+    --jobs "${FETCH_JOBS:-3}" > "$OUT/fetch_ab.log" 2>&1
+fi
 if has tasks; then
   # A generation or enlargement cut by the call's limit returns its journal inside its archive:
   # TASKS_FROM (the carried folder of that call's files) puts it back, and it goes on where it stopped.
@@ -144,6 +150,7 @@ has plain && { echo "== plain pass"; tail -8 "$OUT/plain_pass.log"; }
 has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 has triton && { echo "== adversarial (triton)"; tail -20 "$OUT/adversarial_triton.log"; }
+has fetch && { echo "== fetch A/B"; tail -5 "$OUT/fetch_ab.log"; }
 has tasks && for f in generate enlarge hygiene; do echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log"; done
 has search && for f in bench optimize; do echo "== search $f"; tail -12 "$OUT/search_$f.log"; done
 has learning && { echo "== learning run"; tail -30 "$OUT/learning_run.log"; }

@@ -121,6 +121,23 @@ def _is_compute(event: Any) -> bool:
     return False
 
 
+CONTROL_PROFILER_VARIABLE = "KEVIN_CONTROL_PROFILER"
+"""`1`: the runners that are never traced (a timing's bracket, the baseline's) warm the profiler at
+their start as the candidate's runner does, so both sides of a timing share that history. A
+diagnostic for issue #19: in s34's H100 run the candidate's runner fetched small outputs ~0.05 ms
+slower than the control (median over 90 verdicts; copy +0.03, signalling +0.02) already before its
+candidate loaded, and two honest 4-5x kernels were flagged `deferred_work`; CUPTI's start in the
+warm-up is the one thing kevin does differently to the two before a candidate exists."""
+
+
+def warms_profiler(traced: bool) -> bool:
+    """Whether a runner warms the profiler at its start: every traced one, and with
+    CONTROL_PROFILER_VARIABLE set the never-traced ones too."""
+    import os
+
+    return traced or os.environ.get(CONTROL_PROFILER_VARIABLE) == "1"
+
+
 def warm_profiler(is_cuda: bool) -> int:
     """Start and stop the profiler once, so the trace under the device lock does not pay its start-up;
     returns how many modules that start imported (none in a runner forked after `preload_profiler`)."""

@@ -49,6 +49,7 @@ from kevin.evaluator import cores, zygote
 from kevin.evaluator.confine import authentic
 from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
+from kevin.evaluator.probes import CONTROL_PROFILER_VARIABLE
 from kevin.evaluator.procfs import descendants, kill_descendants
 from kevin.evaluator.result import truncate_middle
 from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
@@ -82,6 +83,7 @@ ENV_ALLOW = (
     TOOLCHAIN_VARIABLE,  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
     CORES_VARIABLE,  # kevin.evaluator.cores: the GPUs whose timing cores a judge keeps off
     FORK_VARIABLE,  # kevin.evaluator.spawn: 0 executes every runner afresh instead of forking it
+    CONTROL_PROFILER_VARIABLE,  # kevin.evaluator.probes: 1 warms the control runners' profiler too
 )
 
 TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"

@@ -199,6 +199,16 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
     assert_clean(tmp_path)
 
 
+def test_asked_to_the_control_runner_warms_the_profiler_like_the_candidates(task, config, monkeypatch):
+    """KEVIN_CONTROL_PROFILER=1 (kevin.evaluator.probes): both sides of a timing share the profiler's
+    start, a diagnostic for the candidate's runner's slower fetches (issue #19)."""
+    monkeypatch.setenv("KEVIN_CONTROL_PROFILER", "1")
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.passed, result.error + result.log
+    (started, control_started) = result.checks["runner_start_s"]
+    assert "profiler" in started and "profiler" in control_started
+
+
 def test_with_forks_switched_off_the_runners_start_afresh_and_judge_alike(task, config, monkeypatch):
     """KEVIN_RUNNER_FORK=0 reaches the worker through its scrubbed environment: its runners are
     executed afresh (each imports torch itself) and the verdict is the same."""

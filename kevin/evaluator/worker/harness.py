@@ -108,6 +108,7 @@ def launch_runner(spec: dict[str, Any], home: Path, traced: bool = True, fork: b
     import torch
 
     fork = fork and not spawn.forkable()
+    traced = probes.warms_profiler(traced)  # what its boot does: the job's `traced` warms, nothing more
     if fork and traced:
         # Once per judge: its forks then warm the profiler without importing. Those imports start no
         # CUDA on the torch of s28; should another's start the driver, no runner is forked after it.
