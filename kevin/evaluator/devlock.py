@@ -74,6 +74,21 @@ def ensure_files(path: str | Path, slots: int) -> Path:
     return Path(path)
 
 
+def held(path: str | Path) -> bool:
+    """Whether some process holds the lock on `path` at this moment, shared or exclusively (so a
+    timing could not start now): for tests and diagnostics."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 class DeviceLock:
     def __init__(self, path: str | Path, slots: int = 1) -> None:
         if slots < 1:

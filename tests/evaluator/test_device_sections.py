@@ -12,7 +12,6 @@ builds a `load` asks for are served with the lock let go. These tests watch the 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import types
 from pathlib import Path
@@ -28,16 +27,7 @@ from kevin.evaluator.worker.support import Failure
 
 def timing_could_start(path: Path) -> bool:
     """Whether an exclusive section (a timing) could take the lock at this moment."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
+    return not devlock.held(path)
 
 
 class Channel:

@@ -10,8 +10,6 @@ them (and they for it), and nothing of the trainer's waits for a verdict inside 
 
 from __future__ import annotations
 
-import fcntl
-import os
 import threading
 import time
 
@@ -93,7 +91,7 @@ def test_a_section_gives_back_the_allocators_cache_before_it_lets_go_of_the_lock
     (asked,) = lock_path.asked
     emptied = []
     monkeypatch.setattr(
-        torch.cuda, "empty_cache", lambda: emptied.append(_timing_could_start(lock_path(asked)))
+        torch.cuda, "empty_cache", lambda: emptied.append(not devlock.held(lock_path(asked)))
     )
     with section():
         assert emptied == []
@@ -101,19 +99,6 @@ def test_a_section_gives_back_the_allocators_cache_before_it_lets_go_of_the_lock
     with pytest.raises(RuntimeError), section():  # and when the section's work fails
         raise RuntimeError("out of memory in a gradient step")
     assert emptied == [False, False]
-
-
-def _timing_could_start(path) -> bool:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
 
 
 class Recorder:
