@@ -228,6 +228,15 @@ def test_an_out_of_memory_beside_other_workers_is_rerun_alone_but_not_one_alone(
     ours = EvalResult(**{**shared.to_dict(), "blame": "infrastructure"})
     assert _out_of_memory_beside_others(ours, config)
     assert not _out_of_memory_beside_others(EvalResult(**{**shared.to_dict(), "blame": "none"}), config)
+    # Cut to the verdict's length in the middle of torch's message, its head gone (s34).
+    cut = (
+        "kevin worker failed during correctness: Traceback (most recent call last):\n  File ...\n"
+        "[... 2080 characters truncated by kevin ...]\n MiB memory in use. Process 27077 has 1.85 GiB memory"
+        " in use. Of the allocated memory 512.00 MiB is allocated by PyTorch, and 0 bytes is reserved by"
+        " PyTorch but unallocated. If reserved but unallocated memory is large try setting"
+        " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+    )
+    assert _out_of_memory_beside_others(EvalResult(**{**ours.to_dict(), "error": cut}), config)
 
 
 def test_a_thread_that_ended_does_not_hide_one_the_candidate_started():
