@@ -6,7 +6,7 @@ candidate's runner and the control runner, all booted before the job when the wo
 868 MiB (a runner: its context, the L2 flush buffer, CUPTI) before any job data: a worker is about
 2.3 GiB. The training run's evaluator kept 12 workers in flight and 16 spares, 28 workers and 64 GiB
 of contexts on a 79 GiB device: the jobs' inputs then ran out of memory in kevin's own calibration
-and input draws (19 verdicts of 432 lost to `infrastructure` over steps 16-27). On the H200's
+input draws and comparisons (22 verdicts of 432 lost to `infrastructure` over steps 13-27). On the H200's
 141 GiB the same pool fitted.
 
 So the service plans the device: the booted workers' contexts may fill at most `CONTEXT_SHARE` of

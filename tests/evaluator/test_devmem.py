@@ -3,7 +3,7 @@ spares are cut to fit beside the workers in flight, and admission shares only wh
 
 Session 34's H100 training run kept 12 workers in flight and 16 spares, three CUDA processes each:
 the contexts alone took most of the 79 GiB, and kevin's own calibration and input draws ran out of
-memory (19 verdicts lost, blamed on kevin). The same pool fitted the H200's 141 GiB."""
+memory (22 verdicts lost, blamed on kevin). The same pool fitted the H200's 141 GiB."""
 
 from __future__ import annotations
 
