@@ -5,9 +5,9 @@ candidate's runner and the control runner, all booted before the job when the wo
 (kevin.evaluator.spares). On the H100 in session 34 such processes held 612 MiB (a judge) and
 868 MiB (a runner: its context, the L2 flush buffer, CUPTI) before any job data: a worker is about
 2.3 GiB. The training run's evaluator kept 12 workers in flight and 16 spares, 28 workers and 64 GiB
-of contexts on a 79 GiB device: the jobs' inputs then ran out of memory in kevin's own calibration
-input draws and comparisons (22 verdicts of 432 lost to `infrastructure` over steps 13-27). On the H200's
-141 GiB the same pool fitted.
+of contexts on a 79 GiB device: kevin's own calibrations, input draws and comparisons then ran out
+of memory (22 verdicts of 432 lost to `infrastructure` over steps 13-27). On the H200's 141 GiB the
+same pool fitted.
 
 So the service plans the device: the booted workers' contexts may fill at most `CONTEXT_SHARE` of
 it (spares are cut first; in-flight workers are what the caller asked for, and a warning says when
