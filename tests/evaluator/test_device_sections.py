@@ -139,24 +139,25 @@ class BootingRunner:
         self.lock_path = lock_path
         self.boot_reply = {"ok": True, "seconds": {"import": 1.0}} if booted else None
         self.context_reply = {"ok": True, "seconds": {"cuda": 0.5}} if booted else None
+        self.warm_sent, self.warm_reply = booted, None  # a spare sent `warm` after its `context`
         self.confinement: dict[str, Any] = {}
         self.started = 0.0
         self.seen: list[tuple[str, bool]] = []
-        self.sent: list[str] = []
+        self.sent: list[tuple[str, bool]] = []
 
     def reply(self, command: str) -> dict[str, Any]:
         self.seen.append((command, timing_could_start(self.lock_path)))
-        seconds = {"boot": {"import": 1.0, "boot": 2.0}, "context": {"cuda": 0.5, "profiler": 0.2}}[command]
-        return {"ok": True, "seconds": seconds}
+        seconds = {"boot": {"import": 1.0, "boot": 2.0}, "context": {"cuda": 0.5}, "warm": {"profiler": 0.2}}
+        return {"ok": True, "seconds": seconds[command]}
 
     def request(self, command: str, **_: Any) -> dict[str, Any]:
-        if command == "context":
+        if command in ("context", "warm"):
             return self.reply(command)
         self.seen.append((command, timing_could_start(self.lock_path)))
         return {"ok": True}
 
     def send(self, command: str, **_: Any) -> None:
-        self.sent.append(command)
+        self.sent.append((command, timing_could_start(self.lock_path)))
 
     def kill(self) -> int:
         return 0
@@ -166,12 +167,15 @@ def test_a_runner_made_ready_by_the_judge_gets_its_device_inside_the_lock(lock_p
     judge = harness(lock_path, monkeypatch=monkeypatch)
     runner = BootingRunner(lock_path)
     judge.runner_ready(runner)  # type: ignore[arg-type]
-    assert runner.seen == [("boot", True), ("context", False), ("setup", True)]
+    # The profiler's start (CUPTI) after the context, the lock let go: timings need not wait for it.
+    assert runner.seen == [("boot", True), ("context", False), ("warm", True), ("setup", True)]
     assert judge.checks["runner_start_s"][0].keys() >= {"import", "boot", "cuda", "profiler"}
-    # A spare's runner did both before its job: neither is asked again.
+    # A spare's runner did its boot and context before its job and was sent `warm`: only that
+    # reply is collected, still outside the lock.
     spare = BootingRunner(lock_path, booted=True)
     judge.runner_ready(spare)  # type: ignore[arg-type]
-    assert spare.seen == [("setup", True)]
+    assert spare.seen == [("warm", True), ("setup", True)]
+    assert judge.checks["runner_start_s"][1].keys() >= {"cuda", "profiler"}
 
 
 def test_the_judges_reference_weights_go_to_the_device_inside_the_lock(lock_path, monkeypatch):
@@ -214,7 +218,9 @@ def test_a_spare_does_its_boots_device_work_in_one_shared_section(lock_path, mon
     before = len(os.listdir("/proc/self/fd"))
     worker.on_device({"device": "cuda:0", "device_lock": str(lock_path), "device_slots": 2}, runners)  # type: ignore[arg-type]
     assert [r.seen for r in runners] == [[("boot", True), ("context", False)]] * 2
-    assert [r.sent for r in runners] == [["context"]] * 2
+    # `context` sent inside the section, `warm` (CUPTI's start) once it is let go.
+    assert [r.sent for r in runners] == [[("context", False), ("warm", True)]] * 2
+    assert all(r.warm_sent for r in runners)
     assert seen == [("set_device", False), ("zeros", False), ("synchronize", False)]
     assert all(r.boot_reply and r.context_reply for r in runners)
     assert timing_could_start(lock_path) and len(os.listdir("/proc/self/fd")) == before
@@ -246,11 +252,16 @@ def test_a_runners_boot_touches_no_device_and_its_context_does(monkeypatch):
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(L2_cache_size=60 << 20)
     )
-    monkeypatch.setattr(probes, "warm_profiler", lambda is_cuda: calls.append(f"profiler {is_cuda}"))
+    monkeypatch.setattr(probes, "warm_profiler", lambda is_cuda: calls.append(f"profiler {is_cuda}") or 0)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("synchronize"))
     reply = runner.context({})
-    assert reply["ok"] and {"cuda", "profiler"} <= set(reply["seconds"])
-    assert calls == ["set_device cuda:0", "zeros cuda:0", "empty cuda:0", "profiler True", "synchronize"]
+    assert reply["ok"] and set(reply["seconds"]) == {"cuda"}
+    assert calls == ["set_device cuda:0", "zeros cuda:0", "empty cuda:0", "synchronize"]
+    # The profiler's start is `warm`, sent once the lock is let go; a never-traced runner skips it.
+    reply = runner.warm({})
+    assert reply["ok"] and set(reply["seconds"]) == {"profiler"} and calls[-1] == "profiler True"
+    runner.traced = False
+    assert runner.warm({})["seconds"] == {} and calls.count("profiler True") == 1
 
 
 def test_the_baselines_reference_weights_load_inside_the_lock(lock_path, monkeypatch):

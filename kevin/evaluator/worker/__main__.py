@@ -61,12 +61,14 @@ def boot_up(
 ) -> tuple[RunnerHandle | None, RunnerHandle | None]:
     """Before the job (kevin.evaluator.spares): torch and the two runners (the candidate's, and the
     clean one that brackets its timing and times the baseline) started, then on the GPU back end
-    the device work of all three (CUDA contexts, the runners' flush buffers, CUPTI) in one section
+    the device work of all three (CUDA contexts, the runners' flush buffers) in one section
     that holds the device shared (`on_device`), so a boot never runs inside another worker's timing.
     A worker whose job is already there when its runners have started (`job_waiting`: not a spare)
     leaves that device work to the job, whose runner_ready does it under the lock the same way, so
-    the runners' start still overlaps the job's own setup. (None, None) without a boot spec, or when
-    booting failed (the evaluation then starts its runners itself and reports what goes wrong)."""
+    the runners' start still overlaps the job's own setup. The traced runner's profiler warm-up
+    (CUPTI's start) follows, with the lock let go (`Runner.warm`). (None, None) without a boot
+    spec, or when booting failed (the evaluation then starts its runners itself and reports what
+    goes wrong)."""
     if not isinstance(spec, dict):
         return None, None
     runner = control = None
@@ -97,7 +99,7 @@ def boot_up(
 def on_device(spec: dict[str, Any], runners: list[RunnerHandle]) -> None:
     """The boot's device work, once the runners have started torch: this process's CUDA context and
     each runner's `context`, holding the device's lock shared (kevin.evaluator.devlock: a timing
-    waits for it, and it waits for a timing)."""
+    waits for it, and it waits for a timing); then each runner is sent `warm`, the lock let go."""
     import torch
 
     for runner in runners:
@@ -116,6 +118,9 @@ def on_device(spec: dict[str, Any], runners: list[RunnerHandle]) -> None:
     finally:
         if lock is not None:
             lock.close()
+    for runner in runners:  # the profiler's start, outside the lock: collected by runner_ready
+        runner.send("warm")
+        runner.warm_sent = True
 
 
 def _boot_failed(exc: BaseException, *runners: RunnerHandle | None) -> tuple[None, None]:

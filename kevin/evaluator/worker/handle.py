@@ -229,6 +229,10 @@ class RunnerHandle:
         """The reply to `boot` once collected (by a booting spare, else by the judge's runner_ready)."""
         self.context_reply: dict[str, Any] | None = None
         """The reply to `context` (its device work, done under the device's lock) once collected."""
+        self.warm_sent = False
+        """Whether `warm` (the profiler's start, outside the lock) was sent by a booting spare."""
+        self.warm_reply: dict[str, Any] | None = None
+        """The reply to `warm` once collected (by the judge's runner_ready)."""
 
     # -- commands ------------------------------------------------------------------------------------
     def request(

@@ -251,6 +251,8 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             if self.is_cuda and runner.context_reply is None:
                 with self.shared_device(self.stage_name):
                     runner.context_reply = runner.request("context")
+            if self.is_cuda and runner.warm_reply is None:  # outside the lock (Runner.warm)
+                runner.warm_reply = runner.reply("warm") if runner.warm_sent else runner.request("warm")
             runner.request("setup", job=self.runner_problem())
         except RunnerFailed as failed:
             runner.kill()
@@ -258,7 +260,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
                 "runtime", "kevin's runner failed to start: " + failed.error, blame="infrastructure"
             ) from None
         seconds: dict[str, Any] = {}
-        for reply in (runner.boot_reply, runner.context_reply or {}):
+        for reply in (runner.boot_reply, runner.context_reply or {}, runner.warm_reply or {}):
             seconds.update(reply.get("seconds") if isinstance(reply.get("seconds"), dict) else {})
             if reply.get("profiler_imports") is not None:
                 seconds["profiler_imports"] = reply["profiler_imports"]
