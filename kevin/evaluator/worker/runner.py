@@ -123,8 +123,9 @@ class Runner:
     def warm(self, _: dict[str, Any]) -> dict[str, Any]:
         """CUPTI's start for the trace, on the GPU back end (the CPU one warms at boot): the profiler
         started and stopped once, so the trace under the device lock does not pay it. Sent after
-        `context`, with the lock let go: it runs nothing on the device, and it took ~5.8 s of a
-        loaded H100 host (s34), which timings waited for while it was inside the shared section."""
+        `context`, with the lock let go: it runs nothing on the device. In s34's H100 run it took 0.11 s
+        (median) in a forked runner, 5-9 s in one executed afresh (its imports), which timings waited
+        for while it was inside the shared section."""
         seconds: dict[str, float] = {}
         if self.is_cuda and self.traced:
             from kevin.evaluator import probes
