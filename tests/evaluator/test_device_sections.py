@@ -335,3 +335,24 @@ def test_admission_shares_only_what_the_booted_workers_contexts_leave(lock_path,
         weights[reserved] = judge.checks["device_admission"]["weight"]
         judge.lock.close()
     assert weights == {0: 1, 40 * gib: 2}
+
+
+def test_a_warm_sent_at_boot_is_collected_later_in_order_by_a_real_runner(tmp_path):
+    """The spare's protocol with a real (CPU) runner: `warm` sent after boot without waiting, its reply
+    read later, then the next command answered as usual (the sequence numbers line up)."""
+    from kevin.evaluator.worker.harness import launch_runner
+
+    spec = {
+        "max_file_bytes": 1 << 26, "build_cache": str(tmp_path / "builds"), "device": "cpu",
+        "area_bytes": 1 << 24, "cpu_threads": 1, "flush_l2": False, "fast_build": True,
+    }  # fmt: skip
+    runner = launch_runner(spec, tmp_path / "home", traced=True)
+    try:
+        assert runner.reply("boot")["ok"]
+        runner.send("warm")
+        runner.warm_sent = True
+        reply = runner.reply("warm")
+        assert reply["ok"] and reply["seconds"] == {}  # the CPU back end warmed at boot
+        assert runner.request("state")["ok"]
+    finally:
+        runner.kill()
