@@ -120,13 +120,30 @@ class EvalResult:
 
 
 def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and the tail of `text` within `limit` characters, with a visible marker between."""
+    """Keep the head and the tail of `text` within `limit` characters, with a visible marker between.
+    Where the cut would take the start of the last line (a traceback's final line names the exception,
+    and torch's out-of-memory message runs to kilobytes with its list of processes: s34 lost the
+    exception so), a quarter of the room keeps that start, between two markers."""
     if len(text) <= limit:
         return text
-    marker = f"\n[... {len(text) - limit} characters truncated by kevin ...]\n"
-    keep = max(limit - len(marker), 0)
-    head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head) :]
+    width = len(_cut_marker(len(text)))  # no marker is longer
+    last = text.rstrip().rfind("\n") + 1
+    keep = max(limit - width, 0)
+    head, tail = keep // 2, keep - keep // 2
+    if not head < last < len(text) - tail or limit < 8 * width:  # no line cut, or too little room
+        return text[:head] + _cut_marker(len(text) - keep) + text[len(text) - tail :]
+    keep = max(limit - 2 * width, 0)
+    head = keep // 4
+    tail = keep - 2 * head
+    line = min(head, len(text) - tail - last)
+    return (
+        text[:head] + _cut_marker(last - head) + text[last : last + line]
+        + _cut_marker(len(text) - tail - last - line) + text[len(text) - tail :]
+    )  # fmt: skip
+
+
+def _cut_marker(count: int) -> str:
+    return f"\n[... {count} characters truncated by kevin ...]\n"
 
 
 _EVIDENCE: dict[str, tuple[tuple[str, ...], ...]] = {

@@ -347,3 +347,28 @@ def test_every_runner_tears_cupti_down_when_a_profile_ends(launched_runner, monk
     monkeypatch.setenv("TEARDOWN_CUPTI", "0")
     for traced in (True, False):
         assert launched_runner(traced)["env"]["TEARDOWN_CUPTI"] == "1"
+
+
+def test_a_cut_error_keeps_the_start_of_its_last_line():
+    """s34: torch's out-of-memory message, with its list of the device's processes, was longer than
+    the tail a verdict's error keeps, and the cut took the exception's name and its first words."""
+    from kevin.evaluator.result import ERROR_CHARS, truncate_middle
+
+    frames = "".join(f'  File "f{i}.py", line {i}, in f\n    g()\n' for i in range(40))
+    processes = " ".join(f"Process {i} has 868.00 MiB memory in use." for i in range(80))
+    error = (
+        "Traceback (most recent call last):\n" + frames + "torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 128.00 MiB. " + processes + " If reserved ... PYTORCH_CUDA_ALLOC_CONF=..."
+    )
+    for limit in (ERROR_CHARS, 600):
+        cut = truncate_middle(error, limit)
+        assert len(cut) <= limit
+        assert cut.startswith("Traceback (most recent call last):\n  File")
+        assert "\ntorch.OutOfMemoryError: CUDA out of memory. Tried" in cut
+        assert cut.endswith("PYTORCH_CUDA_ALLOC_CONF=...") and cut.count("truncated by kevin") == 2
+    assert EvalResult(stage="runtime", error=error).error == truncate_middle(error, ERROR_CHARS)
+    # A short last line, or little room: the head and the tail as before, one marker.
+    lines = "line\n" * 1000
+    assert truncate_middle(lines, 300).count("truncated by kevin") == 1
+    assert len(truncate_middle(lines, 300)) <= 300 and truncate_middle("short", 300) == "short"
+    assert truncate_middle(error, 200).count("truncated by kevin") == 1
