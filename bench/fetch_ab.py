@@ -15,7 +15,7 @@ environment read at its start), `--jobs` at a time, and reports per mode: verdic
 If the gap closes with the variable on, the warm-up is the cause and the control should warm it.
 
     python bench/fetch_ab.py --out DIR [--backend cuda|triton|cpp] [--tasks 02_row_sum,...]
-                             [--rounds 2] [--jobs 3]
+                             [--rounds 2] [--jobs 3] [--no-warmup]
 """
 
 from __future__ import annotations
@@ -110,27 +110,33 @@ def render(table: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run(pairs: list[tuple[str, str, str]], backend: str, rounds: int, jobs: int, cache: Path) -> list[dict]:
+def run(
+    pairs: list[tuple[str, str, str]], backend: str, rounds: int, jobs: int, cache: Path, warmup: bool = True
+) -> list[dict]:
     """Every pair once per mode per round; a mode's evaluations run together, the variable set for
-    them alone (each worker reads it when it starts)."""
+    them alone (each worker reads it when it starts). `warmup`: one pass first, not recorded, so
+    the builds are cached and neither mode's first pass is the cold one."""
     rows: list[dict[str, Any]] = []
     config = EvalConfig(backend=backend, cache_dir=str(cache), baseline_cache=False)
+    tasks = [(name, Task.from_source(problem, id=f"{name}-small", name=name), source)
+             for name, problem, source in pairs]  # fmt: skip
+    passes = [("warm-up", -1)] if warmup else []
     for round_index in range(rounds):
-        for mode in MODES if round_index % 2 == 0 else MODES[::-1]:
-            os.environ[CONTROL_PROFILER_VARIABLE] = "1" if mode == "on" else "0"
-            started = time.monotonic()
-            tasks = [(name, Task.from_source(problem, id=f"{name}-small", name=name), source)
-                     for name, problem, source in pairs]  # fmt: skip
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [(name, pool.submit(evaluate, task, code, config)) for name, task, code in tasks]
-                for name, future in futures:
-                    rows.append(fetch_row(mode, round_index, name, future.result()))
-            flagged = sum("deferred_work" in r["flags"] for r in rows[-len(pairs) :])
-            print(
-                f"round {round_index + 1}/{rounds} control profiler {mode}: {len(pairs)} verdicts, "
-                f"{flagged} deferred_work, {time.monotonic() - started:.0f} s",
-                flush=True,
-            )
+        passes += [(mode, round_index) for mode in (MODES if round_index % 2 == 0 else MODES[::-1])]
+    for mode, round_index in passes:
+        os.environ[CONTROL_PROFILER_VARIABLE] = "1" if mode == "on" else "0"
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [(name, pool.submit(evaluate, task, code, config)) for name, task, code in tasks]
+            done = [fetch_row(mode, round_index, name, future.result()) for name, future in futures]
+        if round_index >= 0:
+            rows += done
+        flagged = sum("deferred_work" in r["flags"] for r in done)
+        print(
+            f"{mode if round_index < 0 else f'round {round_index + 1}/{rounds} control profiler {mode}'}: "
+            f"{len(done)} verdicts, {flagged} deferred_work, {time.monotonic() - started:.0f} s",
+            flush=True,
+        )
     os.environ.pop(CONTROL_PROFILER_VARIABLE, None)
     return rows
 
@@ -142,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default="", help="bundled task names, comma-separated (default: all)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--no-warmup", action="store_true", help="skip the unrecorded first pass")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.jobs < 1:
         print("fetch_ab: --rounds and --jobs must be at least 1", file=sys.stderr)
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kevin-fetch-ab-") as cache:
-        rows = run(pairs, args.backend, args.rounds, args.jobs, Path(cache))
+        rows = run(pairs, args.backend, args.rounds, args.jobs, Path(cache), warmup=not args.no_warmup)
     (out / "fetch_ab.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = render(summary(rows))
     command = " ".join(["python bench/fetch_ab.py", *(argv if argv is not None else sys.argv[1:])])

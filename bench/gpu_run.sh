@@ -20,8 +20,9 @@
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 #   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
-#   fetch       bench/fetch_ab.py (issue #19): the bundled small CUDA candidates, the control runner's
-#               profiler warm-up off and on, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
+#   fetch       bench/fetch_ab.py (issue #19): bundled small CUDA candidates (FETCH_TASKS, default six
+#               small tasks), the control runner's profiler warm-up off and on, after a warm-up
+#               pass, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
 #   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives, to go on from their journals)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
@@ -103,8 +104,9 @@ if has triton; then
   $limit python3 bench/adversarial.py --backend triton --no-cost --out "$OUT" > "$OUT/adversarial_triton.log" 2>&1
 fi
 if has fetch; then  # alone: it compares fetch times, which other steps' load would disturb
+  small_tasks=01_gelu_tanh,02_row_sum,03_softmax,05_matmul,07_linear_silu_layernorm,11_cumsum
   $limit python3 bench/fetch_ab.py --out "$OUT" --backend cuda --rounds "${FETCH_ROUNDS:-2}" \
-    --jobs "${FETCH_JOBS:-3}" > "$OUT/fetch_ab.log" 2>&1
+    --jobs "${FETCH_JOBS:-3}" --tasks "${FETCH_TASKS:-$small_tasks}" > "$OUT/fetch_ab.log" 2>&1
 fi
 if has tasks; then
   # A generation or enlargement cut by the call's limit returns its journal inside its archive:
