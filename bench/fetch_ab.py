@@ -3,7 +3,7 @@
 A timing fetches a few of the candidate's outputs and compares the fastest with the control
 runner's clean fetch (kevin.evaluator.worker.timed): much slower means the output was computed when
 asked for. In s34's H100 run the candidate's runner fetched small outputs ~0.05 ms slower than the
-control (median over 90 verdicts) even before its candidate loaded, and two honest 4-5x row
+control (median over 90 verdicts), and two honest 4-5x row
 reductions were flagged and unrewarded. The candidate's runner warms the profiler at its start
 (CUPTI's start, on the GPU) and the control does not; `KEVIN_CONTROL_PROFILER=1` makes the control
 warm it too (kevin.evaluator.probes).

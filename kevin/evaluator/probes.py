@@ -125,9 +125,9 @@ CONTROL_PROFILER_VARIABLE = "KEVIN_CONTROL_PROFILER"
 """`1`: the runners that are never traced (a timing's bracket, the baseline's) warm the profiler at
 their start as the candidate's runner does, so both sides of a timing share that history. A
 diagnostic for issue #19: in s34's H100 run the candidate's runner fetched small outputs ~0.05 ms
-slower than the control (median over 90 verdicts; copy +0.03, signalling +0.02) already before its
-candidate loaded, and two honest 4-5x kernels were flagged `deferred_work`; CUPTI's start in the
-warm-up is the one thing kevin does differently to the two before a candidate exists."""
+slower than the control (median over 90 verdicts; copy +0.03, signalling +0.02), and two honest
+4-5x kernels were flagged `deferred_work`; CUPTI's start in the warm-up is the one thing kevin does
+differently to the two before a candidate exists."""
 
 
 def warms_profiler(traced: bool) -> bool:
