@@ -3,10 +3,9 @@
 A timing fetches a few of the candidate's outputs and compares the fastest with the control
 runner's clean fetch (kevin.evaluator.worker.timed): much slower means the output was computed when
 asked for. In s34's H100 run the candidate's runner fetched small outputs ~0.05 ms slower than the
-control (median over 90 verdicts), and two honest 4-5x row
-reductions were flagged and unrewarded. The candidate's runner warms the profiler at its start
-(CUPTI's start, on the GPU) and the control does not; `KEVIN_CONTROL_PROFILER=1` makes the control
-warm it too (kevin.evaluator.probes).
+control (median over 90 verdicts), and two honest 4-5x row reductions were flagged and unrewarded.
+The candidate's runner warms the profiler at its start (CUPTI's start, on the GPU) and the control
+does not; `KEVIN_CONTROL_PROFILER=1` makes the control warm it too (kevin.evaluator.probes).
 
 This evaluates the bundled honest candidates of the small tasks in rounds, each round once with the
 variable off and once on (the order alternating by round), a fresh worker per evaluation (its
