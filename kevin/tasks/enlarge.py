@@ -245,9 +245,7 @@ def validate_enlarged(
 ) -> list[Enlargement]:
     """Each `enlarged` outcome through `kevin tasks validate` (own process); failures become `invalid`.
     Those `journal` holds are not validated again; the others go into it as they finish."""
-    checked = list(outcomes)
-    results = {i: journal.get("validate", o.task_id) if journal else None for i, o in enumerate(outcomes)}
-    chosen = [i for i, o in enumerate(outcomes) if o.status == "enlarged" and not results[i]]
+    chosen = [o for o in outcomes if o.status == "enlarged"]
     settings = ValidateSettings(
         device=options.device,
         timeout_s=options.timeout_s,
@@ -256,25 +254,16 @@ def validate_enlarged(
         threads=1,
     )
     records = [
-        Task.from_source(
-            outcomes[i].source, id=outcomes[i].task_id, name=outcomes[i].file, level=0, problem=0
-        )
-        for i in chosen
+        (o.task_id, Task.from_source(o.source, id=o.task_id, name=o.file, level=0, problem=0)) for o in chosen
     ]
-    index = {outcomes[i].task_id: i for i in chosen}
-
-    def finished(done: int, total: int, result: validate.ValidationResult) -> None:
-        _note(f"  validate [{done}/{total}] {result.task_id} {result.status}")
-        results[index[result.task_id]] = {"status": result.status, "reason": result.reason}
-        if journal is not None:
-            journal.put("validate", result.task_id, results[index[result.task_id]])
-
-    if chosen:
-        validate.validate_tasks(records, settings, jobs=options.jobs, progress=finished)
-    for i, outcome in enumerate(outcomes):
-        result = results[i]
-        if outcome.status == "enlarged" and result["status"] != "ok":
-            checked[i] = replace(outcome, status="invalid", reason=f"{result['status']}: {result['reason']}")
+    verdicts = validate.validate_journaled(records, settings, journal, jobs=options.jobs)
+    results = {key: verdict for (key, _), verdict in zip(records, verdicts, strict=True)}
+    checked = []
+    for outcome in outcomes:
+        result = results.get(outcome.task_id)
+        if result is not None and result["status"] != "ok":
+            outcome = replace(outcome, status="invalid", reason=f"{result['status']}: {result['reason']}")
+        checked.append(outcome)
     return checked
 
 

@@ -311,26 +311,16 @@ def validate_candidates(
         seed=0,
         threads=1,
     )
-    outcomes = {i: journal.get("validate", _journal_key(t)) for i, t in enumerate(tasks)} if journal else {}
-    known = sum(1 for outcome in outcomes.values() if outcome)
+    known = sum(1 for t in tasks if journal and journal.get("validate", _journal_key(t)))
     if known:
         _note(f"  validate: {known} of {len(tasks)} from {journal.path.name} (an earlier run)")
-    todo = [i for i in range(len(tasks)) if not outcomes.get(i)]
-    records = {replace(tasks[i], number=i + 1).task_id: i for i in todo}
-
-    def finished(done: int, total: int, result: validate.ValidationResult) -> None:
-        _note(f"  validate [{done}/{total}] {result.name} {result.status}")
-        outcome = {"status": result.status, "reason": result.reason}
-        outcomes[records[result.task_id]] = outcome
-        if journal is not None:
-            journal.put("validate", _journal_key(tasks[records[result.task_id]]), outcome)
-
-    validate.validate_tasks(
-        [replace(tasks[i], number=i + 1).as_task() for i in todo], settings, jobs=options.jobs, progress=finished
+    records = [(_journal_key(t), replace(t, number=i + 1).as_task()) for i, t in enumerate(tasks)]
+    outcomes = validate.validate_journaled(
+        records, settings, journal, jobs=options.jobs, label=lambda result: result.name
     )
     kept, dropped = [], []
-    for i, task in enumerate(tasks):
-        status, reason = outcomes[i]["status"], outcomes[i]["reason"]
+    for task, outcome in zip(tasks, outcomes, strict=True):
+        status, reason = outcome["status"], outcome["reason"]
         if status == "ok":
             kept.append(replace(task, status="ok"))
         else:

@@ -55,10 +55,6 @@ class Journal:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def remove(self) -> None:
-        """Once the result is written whole, the journal has nothing left to say."""
-        self.path.unlink(missing_ok=True)
-
 
 def _difference(saved: dict[str, Any] | None, current: dict[str, Any]) -> str:
     if not isinstance(saved, dict):

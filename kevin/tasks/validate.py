@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kevin.errors import UsageError
+from kevin.tasks.journal import Journal
 
 # What runs in the child, importable from here as before.
 from kevin.tasks.probe import (
@@ -237,6 +238,32 @@ def validate_tasks(
             if progress is not None:
                 progress(len(results), len(tasks), results[futures[future]])
     return [results[i] for i in range(len(tasks))]
+
+
+def validate_journaled(
+    tasks: Sequence[tuple[str, Task]],
+    settings: ValidateSettings,
+    journal: Journal | None,
+    *,
+    jobs: int = 1,
+    label: Callable[[ValidationResult], str] = lambda result: result.task_id,
+) -> list[dict[str, str]]:
+    """{"status", "reason"} for each (journal key, problem) of `tasks`, in order: as `journal` holds
+    it, else validated (`validate_tasks`, a progress line each) and put into it as it finishes, so a
+    run cut short (`kevin tasks generate`, `enlarge`) does only the rest when run again."""
+    outcomes = [journal.get("validate", key) if journal else None for key, _ in tasks]
+    todo = {tasks[i][1].id: i for i, outcome in enumerate(outcomes) if not outcome}
+
+    def finished(done: int, total: int, result: ValidationResult) -> None:
+        print(f"  validate [{done}/{total}] {label(result)} {result.status}", file=sys.stderr, flush=True)
+        index = todo[result.task_id]
+        outcomes[index] = {"status": result.status, "reason": result.reason}
+        if journal is not None:
+            journal.put("validate", tasks[index][0], outcomes[index])
+
+    if todo:
+        validate_tasks([tasks[i][1] for i in todo.values()], settings, jobs=jobs, progress=finished)
+    return [outcome or {} for outcome in outcomes]
 
 
 def summarize(results: Sequence[ValidationResult]) -> dict[str, int]:
