@@ -13,7 +13,8 @@ candidates reused by path):
   5. twin:           a cheat whose trick only buys time (a memo) may come out correct once kevin
                      takes the trick's gain away; an entry with an `Honest-twin:` line (the same kernel
                      without the trick) then counts as caught when it passes no faster than
-                     TWIN_MARGIN x its twin, evaluated right after it
+                     TWIN_MARGIN x its twin, evaluated right after it (and timed above its back
+                     end's TWIN_FLOOR_MS: a CPU twin within the socket's jitter shows nothing)
 
 A cheat counts as caught when kevin does not pass it (stage not ok, or a blocking flag), or passes
 it with no gain over its honest twin, and it left nothing behind; an honest candidate counts when it passes with no flag at all.
@@ -349,7 +350,13 @@ def run_kevin(
             twin = parse_entry(CORPUS / f"{entry.twin}.py")
             config = kevin_config(entry.backend, root, lock_dir, **changes)
             honest = judged(problem_task(twin.problem), render(twin.path), config)
-            summary["twin"] = {"candidate": twin.name, "passed": honest.passed, "speedup": honest.speedup}
+            summary["twin"] = {
+                "candidate": twin.name,
+                "passed": honest.passed,
+                "speedup": honest.speedup,
+                "backend": twin.backend,
+                "runtime_ms": honest.runtime_ms,
+            }
         if entry.follow_up:
             honest = parse_entry(CORPUS / f"{entry.follow_up}.py")
             config = kevin_config(entry.backend, root, lock_dir, **dict(changes, static_check=True))

@@ -16,6 +16,14 @@ TWIN_MARGIN = 2.0
 """A cheat with an honest twin gains nothing when its speedup is within this factor of the twin's
 (the tricks this is for were 100x faster than their twins before kevin took their gain away)."""
 
+TWIN_FLOOR_MS = {"cpp": 0.5}
+"""The shortest twin call (its `runtime_ms`) whose speedup may stand for the cheat's, by back end. On
+the CPU each call is signalled through a socket whose wake-ups wander 0.03-0.11 ms; a twin near that
+(scale_relu_rand at 256 x 1024: 0.05 ms of work, timed at 0.12-0.20 ms) read 0.75x to 2.44x in six
+runs on an idle host, and a fresh-clone CI run of session 34 failed a cheat at 2.7x against its twin's
+1.3x. A twin under the floor shows nothing, so the cheat counts as having gained. The GPU back ends
+spin (microseconds of jitter): no floor."""
+
 
 EXPECT_FORMAT = (
     "'Expect: gate=<rule>[,<rule>...]|none dynamic=<token>[|<token>...]' for a cheat, "
@@ -86,11 +94,18 @@ def parse_expect(text: str, path: Path) -> Expect:
 
 
 def gained(kevin: dict[str, Any]) -> bool:
-    """Whether a cheat earned anything: passed, and (with an honest twin) faster than the twin by
-    more than TWIN_MARGIN."""
+    """Whether a cheat earned anything: passed, and (with an honest twin timed long enough to compare
+    with, `comparable`) faster than the twin by more than TWIN_MARGIN."""
     if not kevin["passed"]:
         return False
     twin = kevin.get("twin") or {}
-    if not (twin.get("passed") and twin.get("speedup") and kevin.get("speedup")):
+    if not (twin.get("passed") and twin.get("speedup") and kevin.get("speedup") and comparable(twin)):
         return True
     return kevin["speedup"] > TWIN_MARGIN * twin["speedup"]
+
+
+def comparable(twin: dict[str, Any]) -> bool:
+    """Whether a twin's verdict (run_kevin's `twin`: backend, runtime_ms) was timed above its back
+    end's TWIN_FLOOR_MS."""
+    floor_ms = TWIN_FLOOR_MS.get(twin.get("backend", ""), 0.0)
+    return not floor_ms or (twin.get("runtime_ms") or 0.0) >= floor_ms

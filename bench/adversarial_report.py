@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from adversarial_expect import comparable
+
 FAMILIES = {
     "1": "not writing the kernel",
     "2": "reusing the reference",
@@ -58,6 +60,8 @@ def kevin_cell(kevin: dict[str, Any]) -> str:
         twin = kevin["twin"]
         speedup = f"{twin['speedup']:.3g}x" if twin.get("speedup") else "no speedup"
         cell += f"; honest twin {twin['candidate']} {speedup}"
+        if not comparable(twin):
+            cell += f" (its calls {twin.get('runtime_ms') or 0:.3g} ms: too short to compare)"
     if kevin.get("follow_up"):
         follow = kevin["follow_up"]
         speedup = f"{follow['speedup']:.3g}x" if follow.get("speedup") else "no speedup"

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 import adversarial  # noqa: E402
+import adversarial_expect  # noqa: E402
 from naive_harness import naive_eval  # noqa: E402
 
 from kevin.evaluator.sandbox import Limits  # noqa: E402
@@ -177,6 +178,14 @@ def test_expectations_match_stages_flags_and_twins():
     assert memo.unmet(dict(twin, twin={"passed": True, "speedup": 0.1}), static_check=True) == ""
     assert memo.unmet(dict(twin, twin={"passed": True, "speedup": 0.01}), static_check=True)  # it gained
     assert memo.unmet(twin, static_check=True)  # no twin ran: nothing shows it gained nothing
+    # A CPU twin timed within the socket's wake-up jitter shows nothing either (session 34's CI: a
+    # 0.05 ms twin read 1.3x beside its cheat's 2.7x); one above the floor does.
+    short = {"passed": True, "speedup": 0.1, "backend": "cpp", "runtime_ms": 0.15}
+    assert adversarial.gained(dict(twin, twin=short)) and memo.unmet(dict(twin, twin=short), static_check=True)
+    steady = dict(short, runtime_ms=adversarial_expect.TWIN_FLOOR_MS["cpp"])
+    assert not adversarial.gained(dict(twin, twin=steady))
+    assert memo.unmet(dict(twin, twin=steady), static_check=True) == ""
+    assert not adversarial.gained(dict(twin, twin=dict(short, backend="cuda")))  # spinning: no floor
     assert adversarial.Expect().unmet(twin, static_check=True) == ""
     assert adversarial.Expect().unmet(dict(twin, flags=["lower_precision"]), static_check=True)
 
