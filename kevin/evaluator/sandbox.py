@@ -47,6 +47,7 @@ from typing import Any
 
 from kevin.evaluator import cores, zygote
 from kevin.evaluator.confine import authentic
+from kevin.evaluator.cores import CPU_SEAT_VARIABLE
 from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
 from kevin.evaluator.probes import CONTROL_PROFILER_VARIABLE
@@ -82,6 +83,7 @@ ENV_ALLOW = (
     "TRITON_CACHE_DIR",
     TOOLCHAIN_VARIABLE,  # kevin.evaluator.fastbuild.toolchain_root: the worker's broker builds there
     CORES_VARIABLE,  # kevin.evaluator.cores: the GPUs whose timing cores a judge keeps off
+    CPU_SEAT_VARIABLE,  # kevin.evaluator.cores: `free` leaves a CPU timing's processes unpinned
     FORK_VARIABLE,  # kevin.evaluator.spawn: 0 executes every runner afresh instead of forking it
     CONTROL_PROFILER_VARIABLE,  # kevin.evaluator.probes: 1 warms the control runners' profiler too
 )

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from kevin.evaluator import cores, timing
+from kevin.evaluator.cores import CPU_SEAT_VARIABLE
 from kevin.evaluator.worker.baseline import BaselineStage
 from kevin.evaluator.worker.handle import CycleRecord
 from kevin.evaluator.worker.support import Failure
@@ -211,11 +212,14 @@ class SeatedRunner(ScriptedRunner):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-@pytest.mark.parametrize("is_cuda", [True, False], ids=["spin", "socket"])
-def test_the_judge_and_its_runners_spin_on_cores_of_their_own_while_timed(is_cuda):
+@pytest.mark.parametrize("is_cuda, seat", [(True, "one"), (False, "one"), (False, "free")], ids=["spin", "socket", "free"])
+def test_the_judge_and_its_runners_are_seated_while_timed(is_cuda, seat, monkeypatch):
     """Two spinners on one core take turns a scheduler slice at a time (8 ms cycles on the H200 in
-    session 23: tests/evaluator/test_spin_cores.py). The socket's waits sleep, so the CPU back end
-    leaves the scheduler alone."""
+    session 23: tests/evaluator/test_spin_cores.py), so the GPU back end seats them apart. The
+    socket's waits sleep: the CPU back end seats the judge and its runners on one core, where each
+    hand-off stays on the core (an idle 2-core host read an honest 0.05 ms kernel at 1.07-1.76x
+    left to the scheduler, 1.40-1.67x on one core); `KEVIN_CPU_TIMING_SEAT=free` leaves them."""
+    monkeypatch.setenv(CPU_SEAT_VARIABLE, seat)
     children = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     before = os.sched_getaffinity(0)
     try:
@@ -225,9 +229,18 @@ def test_the_judge_and_its_runners_spin_on_cores_of_their_own_while_timed(is_cud
         control = SeatedRunner(children[1], QUIET_OVERHEAD_NS, 300_000)
         judge.time_steadily(candidate, busy_calibration(), control=control)
         judge_core, runner_core = timing_cores(0)
-        seated = ({judge_core}, {runner_core}) if is_cuda else (before, before)
+        seated = {
+            "spin": ({judge_core}, {runner_core}),
+            "socket": ({judge_core}, {judge_core}),
+            "free": (before, before),
+        }["spin" if is_cuda else "socket" if seat == "one" else "free"]
         assert candidate.seats == [seated] and control.seats == [seated, seated]
-        assert ("timing_cores" in judge.checks) == is_cuda
+        if seat == "free":
+            assert judge.checks["timing_cores"] == "unpinned"
+        else:
+            assert judge.checks["timing_cores"] == {
+                "judge": judge_core, "runners": next(iter(seated[1])), "kept": False
+            }
         assert all(os.sched_getaffinity(pid) == before for pid in (0, *(c.pid for c in children)))
     finally:
         for child in children:

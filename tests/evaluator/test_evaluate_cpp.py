@@ -192,6 +192,12 @@ def test_honest_candidate_is_correct_and_timed(task, config, tmp_path):
         assert kind in ("admit", "shared", "exclusive") and asked <= held
         assert released is None or held <= released <= timeline["end"]
     assert set(result.checks["settled"]) == {"calibrate candidate", "timing candidate", "bracket candidate", "timing baseline", "bracket baseline"}
+    # The judge and its runners timed on one core (kevin.evaluator.cores.cpu_timing_core).
+    seat = result.checks["timing_cores"]
+    if len(os.sched_getaffinity(0)) < 2:
+        assert seat == "unpinned"
+    else:
+        assert seat["judge"] == seat["runners"], seat
     # The overhead taken off was measured around the timed calls, in the runner that then timed the
     # baseline (no third runner started).
     assert set(result.checks["overhead_ms"]) == {"candidate", "baseline"}

@@ -15,7 +15,9 @@
                 GO); while a timing and its bracket run, the judge's thread and the runners' are
                 pinned to two cores of their own (`pinned_apart`), since two spinners on one core
                 make every cycle two scheduler slices long; a host with the cores keeps each
-                device's pair from all other evaluator work (kevin.evaluator.cores).
+                device's pair from all other evaluator work (kevin.evaluator.cores). On the CPU
+                back end both sides sleep on the socket, and they are pinned to one core together
+                (`cores.cpu_timing_core`), so that each hand-off stays on it.
     time_model  the same cycles with the call; call i's time is (its cycle on the judge's clock) - O.
                 The reported median is the median of the means of blocks of consecutive calls, so
                 work pushed from one call into the next (a runner that answers DONE before the
@@ -86,11 +88,14 @@ class TimingStage:
         return overhead_from([record], nbytes)
 
     def spin_cores(self) -> tuple[int, int] | None:
-        """The judge's and the runners' cores while this device's timings spin (`timing_cores`); None
-        on the CPU back end, whose waits on the socket sleep."""
+        """The judge's and the runners' cores while this device's timings run: on the GPU back end
+        two (`timing_cores`: both sides spin); on the CPU back end, whose waits on the socket sleep,
+        the same core twice (kevin.evaluator.cores.cpu_timing_core). None: left to the scheduler."""
+        ordinal = int(self.job.get("device_ordinal", 0))
         if not self.is_cuda:
-            return None
-        return timing_cores(int(self.job.get("device_ordinal", 0)))
+            core = cores.cpu_timing_core(ordinal)
+            return None if core is None else (core, core)
+        return timing_cores(ordinal)
 
     def overhead_cycles(
         self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int
@@ -238,7 +243,7 @@ class TimingStage:
         # cycle afterwards (s33: honest small kernels flagged deferred_work on a cold, busy host).
         before = [procfs.counters(pid) for pid in pids]
         pair = self.spin_cores()
-        seated = pinned_apart(pids, pair, self.checks) if self.is_cuda else contextlib.nullcontext()
+        seated = pinned_apart(pids, pair, self.checks)
         with raised_priority([0, *pids], self.checks), seated:
             for _ in range(timing.TIMING_ATTEMPTS):
                 if control is None:
@@ -443,11 +448,13 @@ def pinned_apart(
     scheduler puts on one core take turns a time slice at a time, and every cycle then lasts two
     slices (8.0 ms on the H200 and on a 2-core CI machine, for cycles of 0.02-0.5 ms; the H200
     learning run of session 23 timed 18 candidates at 8 or 16 ms, and brackets slowed that way
-    timed others at 0). Only one runner spins at a time, so the runners share a core. Without the
-    cores (fewer than two) or the right to set them, the timing runs as it is and the check says so;
-    `kept` in the check says whether the pair was kept from all other work (kevin.evaluator.cores)."""
+    timed others at 0). Only one runner spins at a time, so the runners share a core. The CPU back
+    end passes one core twice (kevin.evaluator.cores.cpu_timing_core: its waits sleep). Without a
+    pair (fewer than two cores, or `KEVIN_CPU_TIMING_SEAT=free`) or the right to set them, the timing
+    runs as it is and the check says so; `kept` in the check says whether the pair was kept from all
+    other work (kevin.evaluator.cores)."""
     if pair is None:
-        checks["timing_cores"] = "unpinned (fewer than two cores)"
+        checks["timing_cores"] = "unpinned"
         yield
         return
     judge_core, runner_core = pair
