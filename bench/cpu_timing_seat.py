@@ -1,4 +1,4 @@
-"""Where the CPU back end's timing runs: the judge and its runners on one core, or where the scheduler puts them.
+"""The CPU back end's timing: the judge and its runners on one core, or where the scheduler puts them.
 
 On the CPU back end a timed cycle is a hand-off: the judge writes the call's inputs into shared memory,
 wakes the runner through a socket and sleeps until it answers. Session 35 found an honest 0.05 ms
@@ -63,7 +63,9 @@ def evaluate_row(row: dict[str, Any], mode: str, cache: Path, budget_ms: float |
     from kevin.tasks import Task
 
     os.environ[CPU_SEAT_VARIABLE] = mode  # the worker's environment passes it through (sandbox)
-    timing = TimingConfig() if budget_ms is None else TimingConfig(budget_ms=budget_ms, warmup_ms=budget_ms / 10)
+    timing = TimingConfig()
+    if budget_ms is not None:
+        timing = TimingConfig(budget_ms=budget_ms, warmup_ms=budget_ms / 10)
     config = EvalConfig(backend="cpp", cache_dir=str(cache), baseline_cache=False, timing=timing)
     problem = Path(row["problem"])
     task = Task.from_source(problem.read_text(), id=row["problem_id"], name=problem.stem)
@@ -87,7 +89,8 @@ def stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     speedups = [r["speedup"] for r in timed]
     out: dict[str, Any] = {"n": len(timed), "evaluated": len(records), "speedup": low_high(speedups)}
     out["cv"] = statistics.stdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None
-    out["spread"] = (max(speedups) - min(speedups)) / statistics.median(speedups) if len(speedups) > 1 else None
+    spread = (max(speedups) - min(speedups)) / statistics.median(speedups) if len(speedups) > 1 else None
+    out["spread"] = spread
     out["runtime_ms"] = low_high([r["runtime_ms"] for r in timed])
     out["baseline_ms"] = low_high([r["baseline_ms"] for r in timed])
     out["not_passed"] = [f"{r['stage']} {r['flags']} {r['error'][:80]}" for r in records if r not in timed]
@@ -123,7 +126,12 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {kernel} | {mode} | {s['n']}/{s['evaluated']} | {three[0]} | {_fmt(s['cv'], '.1%')} "
                 f"| {_fmt(s['spread'], '.1%')} | {three[1]} | {three[2]} |"
             )
-    failed = [f"{k} {m}: {x}" for k, modes in report["kernels"].items() for m, s in modes.items() for x in s["not_passed"]]
+    failed = [
+        f"{kernel} {mode}: {line}"
+        for kernel, modes in report["kernels"].items()
+        for mode, s in modes.items()
+        for line in s["not_passed"]
+    ]
     if failed:
         lines += ["", "Not passed:", *[f"- {line}" for line in failed]]
     return "\n".join(lines) + "\n"
@@ -144,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                     records.append(record)
                     print(
                         f"round {round_ + 1}/{args.rounds} {record['kernel']} {mode:4s} "
-                        f"speedup {_fmt(record['speedup'], '.3f')} runtime {_fmt(record['runtime_ms'], '.4f')} ms "
+                        f"speedup {_fmt(record['speedup'], '.3f')} "
+                        f"runtime {_fmt(record['runtime_ms'], '.4f')} ms "
                         f"baseline {_fmt(record['baseline_ms'], '.4f')} ms seat {record['seat']}",
                         flush=True,
                     )

@@ -137,14 +137,14 @@ def at_start(allowed: Iterable[int] | None = None, gpus: int | None = None) -> C
 
 def cpu_timing_core(ordinal: int = 0) -> int | None:
     """The one core a CPU back end's timing runs on, the judge and its runners together: the judge's
-    core of the timing pair (the top one: core 0 takes most interrupts). On the CPU the judge sleeps on its socket while a runner computes, so
-    they need no core each (as the GPU back end's spinners do); on cores of their own every hand-off
-    is a wake-up on another core and the inputs the judge just wrote move between caches, and where
-    the scheduler put them changed from run to run: an honest 0.05 ms kernel's speedup read 1.07x to
-    1.76x over five evaluations on an idle 2-core host, 1.40x to 1.67x with one core (and its
-    baseline 0.18-0.22 ms against 0.16-0.18 ms). The CPU back end's timings hold its lock exclusively,
-    so no two timings share the core. None with fewer than two cores (nothing to choose) or with
-    CPU_SEAT_VARIABLE `free`."""
+    core of the timing pair (the top one: core 0 takes most interrupts). On the CPU the judge sleeps
+    on its socket while a runner computes, so they need no core each (as the GPU back end's spinners
+    do); on cores of their own every hand-off is a wake-up on another core and the inputs the judge
+    just wrote move between caches, and where the scheduler put them changed from run to run: an
+    honest 0.05 ms kernel's speedup read 1.07x to 1.76x over five evaluations on an idle 2-core
+    host, 1.40x to 1.67x on one core (bench/results/cpu_timing_seat/). The CPU back end's timings
+    hold its lock exclusively, so no two timings share the core. None with fewer than two cores
+    (nothing to choose) or with CPU_SEAT_VARIABLE `free`."""
     if os.environ.get(CPU_SEAT_VARIABLE, "one") == "free":
         return None
     pair = current().timing_pair(ordinal)

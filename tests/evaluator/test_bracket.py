@@ -212,7 +212,9 @@ class SeatedRunner(ScriptedRunner):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-@pytest.mark.parametrize("is_cuda, seat", [(True, "one"), (False, "one"), (False, "free")], ids=["spin", "socket", "free"])
+@pytest.mark.parametrize(
+    "is_cuda, seat", [(True, "one"), (False, "one"), (False, "free")], ids=["spin", "socket", "free"]
+)
 def test_the_judge_and_its_runners_are_seated_while_timed(is_cuda, seat, monkeypatch):
     """Two spinners on one core take turns a scheduler slice at a time (8 ms cycles on the H200 in
     session 23: tests/evaluator/test_spin_cores.py), so the GPU back end seats them apart. The
