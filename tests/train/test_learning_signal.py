@@ -1,13 +1,14 @@
-"""The whole loop learns what it is rewarded for, on the CPU in seconds.
+"""The whole loop learns what it is rewarded for, on the CPU in about half a minute.
 
 Every other trainer test pins one piece (the surrogate by hand, the learner's two steps, resume, the
 loop's bookkeeping); none shows that sampling, the per-turn split, rewards, discounted advantages,
 the learner and the optimiser together move the policy towards reward. Here a tiny model samples
 real tokens (HFPolicy), the kernel it "writes" is judged from those tokens alone (the share of them
 in a target half of the vocabulary sets the speedup), and the real `train` runs: the share must rise
-well beyond what the same run with a learning rate of 0 reaches. A sign error anywhere in the chain
-(advantages negated, log-probs of the wrong tokens, rewards joined to the wrong samples) makes the
-share fall or stay; a chain that breaks the link between a sample and its reward leaves it flat.
+well beyond what the same run reaches with a blind reward (the same range, drawn at random). A sign
+error anywhere in the chain (advantages negated, log-probs of the wrong tokens, rewards joined to the
+wrong samples) makes the share fall or stay: with the advantages negated in kevin.rl.reward.credit
+it fell from 0.49 to 0.06 (session 35).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def targets(model: torch.nn.Module) -> frozenset[int]:
 class TokenTaggingPolicy:
     """The real sampler; each completion's text is replaced by a well-formed answer tagged with how
     many of its sampled tokens are targets (the sampled tokens, which the learner trains on, are
-    kept). Records the share of targets per generate call."""
+    kept). Records each completion's share of targets, in order."""
 
     def __init__(self, inner, target: frozenset[int]) -> None:
         self.inner = inner
