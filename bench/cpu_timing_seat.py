@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eval_throughput import environment  # noqa: E402
-from timing_aa import bundled_row, low_high, task_files  # noqa: E402
+from timing_aa import bundled_row, spread_stats, task_files  # noqa: E402
 
 from kevin.evaluator.cores import CPU_SEAT_VARIABLE  # noqa: E402
 
@@ -85,14 +84,10 @@ def evaluate_row(row: dict[str, Any], mode: str, cache: Path, budget_ms: float |
 
 
 def stats(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One kernel's evaluations in one mode: timing_aa's spread statistics over those that passed, and
+    a line for each that did not."""
     timed = [r for r in records if r["passed"] and r["speedup"]]
-    speedups = [r["speedup"] for r in timed]
-    out: dict[str, Any] = {"n": len(timed), "evaluated": len(records), "speedup": low_high(speedups)}
-    out["cv"] = statistics.stdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None
-    spread = (max(speedups) - min(speedups)) / statistics.median(speedups) if len(speedups) > 1 else None
-    out["spread"] = spread
-    out["runtime_ms"] = low_high([r["runtime_ms"] for r in timed])
-    out["baseline_ms"] = low_high([r["baseline_ms"] for r in timed])
+    out = {"evaluated": len(records), **spread_stats(timed)}
     out["not_passed"] = [f"{r['stage']} {r['flags']} {r['error'][:80]}" for r in records if r not in timed]
     return out
 
@@ -140,6 +135,7 @@ def markdown(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
+    previous = os.environ.get(CPU_SEAT_VARIABLE)
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kevin-seat-") as scratch:
         cache = args.cache_dir or Path(scratch) / "cache"
@@ -157,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"baseline {_fmt(record['baseline_ms'], '.4f')} ms seat {record['seat']}",
                         flush=True,
                     )
-    os.environ.pop(CPU_SEAT_VARIABLE, None)
+    if previous is None:  # evaluate_row set the variable for the workers; give the caller its own back
+        os.environ.pop(CPU_SEAT_VARIABLE, None)
+    else:
+        os.environ[CPU_SEAT_VARIABLE] = previous
     kernels = {
         row["problem_id"]: {
             mode: stats([r for r in records if r["kernel"] == row["problem_id"] and r["mode"] == mode])

@@ -146,6 +146,20 @@ def low_high(values: list[float]) -> dict[str, float | None]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def spread_stats(timed: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far timed evaluations of one kernel agree: `n`, speedup median / min / max, CV (sample
+    stdev over mean), spread ((max - min) / median), runtime and baseline median / min / max (ms).
+    Each record has `speedup`, `runtime_ms` and `baseline_ms`; bench/cpu_timing_seat.py uses it too."""
+    speedups = [r["speedup"] for r in timed]
+    stats: dict[str, Any] = {"n": len(timed), "speedup": low_high(speedups)}
+    several = len(speedups) > 1
+    stats["cv"] = statistics.stdev(speedups) / statistics.fmean(speedups) if several else None
+    stats["spread"] = (max(speedups) - min(speedups)) / stats["speedup"]["median"] if several else None
+    stats["runtime_ms"] = low_high([r["runtime_ms"] for r in timed])
+    stats["baseline_ms"] = low_high([r["baseline_ms"] for r in timed])
+    return stats
+
+
 def copy_record(result: dict[str, Any]) -> dict[str, Any]:
     """One copy's numbers from run_kevin's row (an EvalResult dict with `id` and `verdict`)."""
     timing, seconds = result.get("timing") or {}, result.get("stage_seconds") or {}
@@ -173,13 +187,7 @@ def copy_record(result: dict[str, Any]) -> dict[str, Any]:
 def kernel_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The A/A statistics of one kernel's copies, and the verdict against the target."""
     timed = [r for r in records if r["verdict"] == "correct" and r["speedup"]]
-    speedups = [r["speedup"] for r in timed]
-    stats: dict[str, Any] = {"n": len(timed), "submitted": len(records), "speedup": low_high(speedups)}
-    stats["cv"] = statistics.stdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None
-    middle = stats["speedup"]["median"]
-    stats["spread"] = (max(speedups) - min(speedups)) / middle if len(speedups) > 1 else None
-    stats["runtime_ms"] = low_high([r["runtime_ms"] for r in timed])
-    stats["baseline_ms"] = low_high([r["baseline_ms"] for r in timed])
+    stats = {"submitted": len(records), **spread_stats(timed)}
     stats["baselines_timed"] = sum(r["baseline_timed"] for r in timed)
     stats["failed"] = [
         f"{r['id']}: {r['verdict']}" for r in records if r["verdict"] not in ("correct", "not_run")
