@@ -1,6 +1,6 @@
 """The host's cores on a GPU machine: a pair per GPU kept for timing, the rest for everything else.
 
-A timing on the GPU back end spins on two cores (kevin.evaluator.worker.timed.pinned_apart: the
+A timing on the GPU back end spins on two cores (kevin.evaluator.worker.timed.seated_for_timing: the
 judge waiting for its runner's DONE, the runner waiting for the next GO). Whatever else the
 evaluator runs on one of those cores at that moment (a compiler, a spare worker importing torch,
 another judge's correctness trials) takes scheduler slices from a spinner, and a slice lost inside

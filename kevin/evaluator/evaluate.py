@@ -58,7 +58,7 @@ TIMING_PROTOCOL = "judge-cycle/3"
 """How baselines are measured (kevin.evaluator.worker.timed); part of the baseline cache key, so a
 baseline timed another way is never compared with a candidate timed this way. /2: torch's
 default CPU threads less one core (a cached /1 baseline of the same key ran on all of them). /3:
-on the GPU the judge and its runners spin on cores of their own (`timed.pinned_apart`); a /2
+on the GPU the judge and its runners spin on cores of their own (`timed.seated_for_timing`); a /2
 baseline could have been timed with both on one core, two scheduler slices a cycle."""
 CANDIDATE_STAGES = ("compile", "correctness", "timing")
 """A deadline or memory blow-up in these stages is the candidate's; elsewhere it is ours."""

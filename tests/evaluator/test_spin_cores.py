@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from kevin.evaluator.cores import pair_from_top
-from kevin.evaluator.worker.timed import kept_off, pinned_apart
+from kevin.evaluator.worker.timed import kept_off, seated_for_timing
 
 TWO_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
 
@@ -41,7 +41,7 @@ def test_a_spinning_runner_on_the_judges_core_is_moved_off_it_while_timed(cpu_ru
         os.sched_setaffinity(0, {core})
         os.sched_setaffinity(pid, {core})
         checks: dict = {}
-        with pinned_apart([pid], pair_from_top(0, before), checks):
+        with seated_for_timing([pid], pair_from_top(0, before), checks):
             record = overhead_cycles(cpu_runner, True, budget_ms=40.0, max_reps=40)
         assert checks["timing_cores"] == {
             **dict(zip(("judge", "runners"), pair_from_top(0, before), strict=True)),

@@ -13,7 +13,7 @@
                 the clean calibration seconds or minutes earlier (`time_bracketed`).
     cores       on the GPU back end both sides spin (the judge for DONE, the runner for the next
                 GO); while a timing and its bracket run, the judge's thread and the runners' are
-                pinned to two cores of their own (`pinned_apart`), since two spinners on one core
+                pinned to two cores of their own (`seated_for_timing`), since two spinners on one core
                 make every cycle two scheduler slices long; a host with the cores keeps each
                 device's pair from all other evaluator work (kevin.evaluator.cores). On the CPU
                 back end both sides sleep on the socket, and they are pinned to one core together
@@ -243,7 +243,7 @@ class TimingStage:
         # cycle afterwards (s33: honest small kernels flagged deferred_work on a cold, busy host).
         before = [procfs.counters(pid) for pid in pids]
         pair = self.spin_cores()
-        seated = pinned_apart(pids, pair, self.checks)
+        seated = seated_for_timing(pids, pair, self.checks)
         with raised_priority([0, *pids], self.checks), seated:
             for _ in range(timing.TIMING_ATTEMPTS):
                 if control is None:
@@ -439,7 +439,7 @@ def timing_cores(ordinal: int) -> tuple[int, int] | None:
 
 
 @contextmanager
-def pinned_apart(
+def seated_for_timing(
     runner_pids: list[int], pair: tuple[int, int] | None, checks: dict[str, Any]
 ) -> Iterator[None]:
     """Run the block with this thread on `pair[0]` and the main threads of `runner_pids` on
