@@ -59,6 +59,10 @@ fi
 # SIGINT, not TERM: pytest then prints its summary (which cases failed, and why) before it exits; s16
 # lost both to a TERM at the limit (and s30 a host-test run to plain `timeout`).
 limit="timeout -s INT --kill-after=20 ${STEP_TIMEOUT:-540}"
+# A step of several commands (tasks, search) shares one STEP_TIMEOUT: each command gets what is left
+# of it (at least 10 s), so the step's archive is still written inside the call (s36: with the limit
+# per command, generate + enlarge + hygiene could outlast a call and return nothing).
+step_limit() { timeout -s INT --kill-after=20 $(( step_end - SECONDS > 10 ? step_end - SECONDS : 10 )) "$@"; }
 if has host; then  # alone, before the rest: they measure processes' starts, heaps and priorities
   $limit python3 -m pytest -rA -p no:cacheprovider -o addopts="" --timeout 200 tests/evaluator/test_fork_spawn.py \
     tests/evaluator/test_runner_heap.py tests/evaluator/test_spin_cores.py tests/evaluator/test_session_weight.py \
@@ -109,17 +113,18 @@ if has fetch; then  # alone: it compares fetch times, which other steps' load wo
     --jobs "${FETCH_JOBS:-3}" --tasks "${FETCH_TASKS:-$small_tasks}" > "$OUT/fetch_ab.log" 2>&1
 fi
 if has tasks; then
+  step_end=$((SECONDS + ${STEP_TIMEOUT:-540}))
   # A generation or enlargement cut by the call's limit returns its journal inside its archive:
   # TASKS_FROM (the carried folder of that call's files) puts it back, and it goes on where it stopped.
   for journal in generated_s0/.generate_journal.jsonl kernelbench_large/.enlarge_journal.jsonl; do
     archive="${TASKS_FROM:-/nonexistent}/${journal%%/*}.tgz"
     [ -f "$archive" ] && tar xzf "$archive" -C "$OUT" "$journal" 2>/dev/null
   done
-  $limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 8 \
+  step_limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 8 \
     --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
-  $limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 8 \
+  step_limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 8 \
     --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
-  $limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
+  step_limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
     --out "$OUT/kernelbench_hygiene_cuda.json" > "$OUT/tasks_hygiene.log" 2>&1
   # A call returns at most ~8 files: the task folders come back as one archive each.
   for d in generated_s0 kernelbench_large; do
@@ -127,11 +132,12 @@ if has tasks; then
   done
 fi
 if has search; then  # issue #17: kevin bench and kevin optimize over bench/kernelbench_replay.py's records
+  step_end=$((SECONDS + ${STEP_TIMEOUT:-540}))
   replay=bench/results/kernelbench_replay
-  $limit python3 -m kevin bench --replay "$replay/records.jsonl" --source kernelbench \
+  step_limit python3 -m kevin bench --replay "$replay/records.jsonl" --source kernelbench \
     --ids L1_40,L1_88,L1_95,L2_63,L2_76,L2_99 --trajectories 4 --turns 3 --backend cuda --jobs 8 \
     --out "$OUT/search/bench" > "$OUT/search_bench.log" 2>&1
-  $limit python3 -m kevin optimize "$KEVIN_KERNELBENCH_DIR/level1/88_MinGPTNewGelu.py" --replay "$replay/records.jsonl" \
+  step_limit python3 -m kevin optimize "$KEVIN_KERNELBENCH_DIR/level1/88_MinGPTNewGelu.py" --replay "$replay/records.jsonl" \
     --trajectories 4 --turns 3 --backend cuda --jobs 8 --out "$OUT/search/optimize_L1_88" > "$OUT/search_optimize.log" 2>&1
   [ -d "$OUT/search" ] && tar czf "$OUT/search.tgz" -C "$OUT" search && rm -rf "${OUT:?}/search"
 fi
