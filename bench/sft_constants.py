@@ -64,6 +64,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--val-samples", type=int, default=48)
     parser.add_argument("--samples", type=int, default=2, help="sampled completions per held-out task")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where to train and sample (cuda: the learning run's 26M model, --layers 8 --hidden 512)",
+    )
+    parser.add_argument(
+        "--constant-draws",
+        type=int,
+        default=None,
+        help="copies of each training task with other draws of its constants (default: the corpus's)",
+    )
     parser.add_argument("--work", default="/tmp/kevin-sft-constants", help="family and checkpoints (large)")
     args = parser.parse_args(argv)
     try:
@@ -89,7 +101,7 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
         specs,
         train,
         "cuda",
-        constant_draws=corpora.CONSTANT_DRAWS,
+        constant_draws=args.constant_draws or corpora.CONSTANT_DRAWS,
         length_cap=corpora.LENGTH_CAP,
         seed=args.seed,
         one_shot=one_shot,
@@ -98,7 +110,9 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
     return specs, heldout, samples, validation, one_shot
 
 
-def sample_heldout(model_dir: Path, specs, heldout, one_shot: bool, count: int, seed: int) -> Counter:
+def sample_heldout(
+    model_dir: Path, specs, heldout, one_shot: bool, count: int, seed: int, device: str = "cpu"
+) -> Counter:
     """`count` completions per held-out task at temperature 0.9, read as heldout_errors reads them."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -110,8 +124,8 @@ def sample_heldout(model_dir: Path, specs, heldout, one_shot: bool, count: int, 
 
     torch.manual_seed(seed)
     codec = TextCodec(AutoTokenizer.from_pretrained(str(model_dir)))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
-    policy = HFPolicy(model, codec, device=torch.device("cpu"), batch_size=16)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).to(device).eval()
+    policy = HFPolicy(model, codec, device=torch.device(device), batch_size=16 if device == "cpu" else 64)
     templates = DEFAULT_TEMPLATES if one_shot else without_example()
     by_id = {spec.task_id: spec for spec in specs}
     tasks = [task for task in heldout for _ in range(count)]
@@ -138,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         tiny_heads=max(1, args.hidden // 64),
         tiny_kv_heads=max(1, args.hidden // 128),
         tiny_intermediate_size=3 * args.hidden,
-        device="cpu",
+        device=args.device,
     )
     print(
         f"sft_constants: {len(samples)} training samples, {len(validation)} held-out, weights {args.weights}"
@@ -167,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         trained_s = time.monotonic() - started
         shutil.copy(run_dir / sft.SFT_LOG, out / f"sft_log_w{weight:g}.jsonl")
         started = time.monotonic()
-        counts = sample_heldout(run_dir, specs, heldout, one_shot, args.samples, args.seed)
+        counts = sample_heldout(run_dir, specs, heldout, one_shot, args.samples, args.seed, args.device)
         results.append(
             {
                 "weight": weight,
@@ -198,8 +212,9 @@ def write_report(
     lines = [
         "# Constant weight in the warm start's loss (bench/sft_constants.py)",
         "",
-        f"kevin {commit}, {platform.node()} CPU; {samples} training samples (the learning run's corpus: "
-        f"{args.train_tasks} tasks less {args.rl_tasks} RL-only, seed {args.seed}); model {args.layers} "
+        f"kevin {commit}, {platform.node()} {args.device}; {samples} training samples (the learning run's "
+        f"corpus: {args.train_tasks} tasks less {args.rl_tasks} RL-only, seed {args.seed}, "
+        f"{args.constant_draws or corpora.CONSTANT_DRAWS} constant draws); model {args.layers} "
         f"layers x {args.hidden}; {args.steps} steps of {args.batch_size}, lr {args.lr:g}, the same batches "
         "for every weight.",
         "",
