@@ -81,7 +81,10 @@ def test_the_mode_reaches_the_worker_through_the_environment(tmp_path, monkeypat
         raise RuntimeError("stop here")
 
     monkeypatch.setattr("kevin.evaluator.evaluate.evaluate", fake_evaluate)
-    monkeypatch.delenv(CPU_SEAT_VARIABLE, raising=False)  # monkeypatch removes what evaluate_row sets
+    # Set through monkeypatch, so that what evaluate_row writes over it is undone after the test (a
+    # delenv of an absent variable records nothing, and the "free" written here then left every later
+    # test's CPU timings unpinned: the first CI run of this file).
+    monkeypatch.setenv(CPU_SEAT_VARIABLE, "one")
     row = bench.bundled_row(bench.task_files(["01"])[0], "cpp", "small", tmp_path)
     with pytest.raises(RuntimeError, match="stop here"):
         bench.evaluate_row(row, "free", tmp_path / "cache", None)
