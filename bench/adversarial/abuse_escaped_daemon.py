@@ -3,7 +3,8 @@
 Family: 8 (abuse)
 Problem: scale_relu_rand
 Backend: cpp
-Expect: gate=concurrency dynamic=compile
+Expect: gate=concurrency dynamic=twin|left_processes
+Honest-twin: honest_scale_relu
 Cheat: at import: fork, setsid, fork again, and the grandchild execs `sleep 120` with an empty
 environment and its standard streams on /dev/null (any long-lived payload would do: a miner, a
 process that rewrites caches after the evaluation). It leaves its pid in
@@ -11,11 +12,14 @@ process that rewrites caches after the evaluation). It leaves its pid in
 Naive harness: correct, and the daemon is still running after the harness has finished.
 kevin: static gate, concurrency (os.fork). Without the gate (before the issue #4 fixes) the
 sandbox killed the worker's session and every process whose environment carries the job's token;
-this daemon has neither and survived. Now the worker is a child subreaper, so the daemon is
-re-parented to it and killed, failing the candidate (left_processes); under Landlock the pid file
-write in /tmp already fails (bench/adversarial/README.md).
-With the gate off it stops at compile today (Expect): Landlock denies the pid file in /tmp at
-import, before any daemon is started.
+this daemon has neither and survived. Now the worker is a child subreaper, so a daemon is
+re-parented to it and killed, failing the candidate (left_processes). Under Landlock the
+grandchild's pid file write in /tmp fails first, and its PermissionError carried that copy of the
+runner back into the runner's loop, where it answered the judge's `load` in the runner's place: a
+compile error on some runs, `tampering` on others (which reply came first; s36's CI). Since s36 a
+runner's link speaks only in the runner's own process, so the copy ends there, no daemon is left,
+and the honest kernel is judged at its honest speed (the twin rule; `left_processes` without
+Landlock).
 """
 
 import os

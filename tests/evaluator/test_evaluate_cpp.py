@@ -687,6 +687,23 @@ def test_writes_outside_the_job_directory_are_denied(task, config):
     assert not target.exists()
 
 
+def test_a_fork_of_the_runner_that_falls_back_into_its_loop_never_speaks_for_it(task, config):
+    # The candidate's fork raises at import and so returns through the runner's own stack into its
+    # loop, holding a copy of the runner's socket. It used to answer the judge's `load` (a compile
+    # error) before the real runner did, then wait on the socket beside it: which reply the judge
+    # read first decided the verdict (s36's CI: abuse_escaped_daemon read `compile` on one run and
+    # `tampering` on another). A runner's link now speaks and listens only in the runner itself.
+    prelude = (
+        "import os\n"
+        "_child = os.fork()\n"
+        "if _child == 0:\n"
+        "    raise RuntimeError('a fork of the runner, on its way back into the runner loop')\n"
+        "os.waitpid(_child, 0)\n"
+    )
+    result = evaluate(task, candidate("scale_relu", prelude=prelude), config)
+    assert result.passed and result.flags == [], result.explain()
+
+
 def test_a_double_forked_daemon_with_no_environment_is_found_and_fails_the_candidate(task, config):
     # Leaves the session and the sandbox token behind: the runner's PID namespace still holds it.
     prelude = (

@@ -142,16 +142,29 @@ class SharedArea:
 
 
 class Link:
-    """One end of the control socket: JSON lines out, JSON lines in (with a size cap)."""
+    """One end of the control socket: JSON lines out, JSON lines in (with a size cap).
 
-    def __init__(self, sock: socket.socket) -> None:
+    `owner_pid` (the runner's end): only that process speaks and listens on it. A fork the candidate
+    makes shares the socket, and one that returns through the runner's stack (an exception at
+    import, a plain return) would answer the judge in the runner's name and then read its next
+    messages: the verdict then hung on which process the judge heard first. Such a copy ends,
+    silently, the moment it reaches the link."""
+
+    def __init__(self, sock: socket.socket, owner_pid: int | None = None) -> None:
         self.sock = sock
         self.reader = sock.makefile("rb", buffering=1 << 16)
+        self.owner_pid = owner_pid
+
+    def _owned(self) -> None:
+        if self.owner_pid is not None and os.getpid() != self.owner_pid:
+            os._exit(0)
 
     def send(self, message: dict[str, Any]) -> None:
+        self._owned()
         self.sock.sendall(json.dumps(message).encode() + b"\n")
 
     def receive(self) -> dict[str, Any]:
+        self._owned()
         line = self.reader.readline(MAX_REPLY_BYTES + 1)
         if not line:
             raise ExchangeError("the runner closed the connection")

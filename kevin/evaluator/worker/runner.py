@@ -359,7 +359,7 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     area_fd = int(argv[2])
     area = SharedArea(os.fstat(area_fd).st_size - 4096, fd=area_fd)
-    serve(Link(sock), area)
+    serve(Link(sock, owner_pid=os.getpid()), area)
     sys.stdout.flush()
     time.sleep(0.01)
     os._exit(0)
