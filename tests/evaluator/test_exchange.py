@@ -8,10 +8,11 @@ waiting on the socket; the spin mode is exercised here on the CPU, where it runs
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 
-from kevin.evaluator.worker.exchange import SharedArea, read_outputs, write_outputs
+from kevin.evaluator.worker.exchange import Link, SharedArea, read_outputs, write_outputs
 
 
 @pytest.mark.timeout(180)
@@ -63,3 +64,24 @@ def test_outputs_go_from_the_device_to_the_judges_device_through_locked_pages():
     assert runner_side.pinned_bytes >= out.numel() * 4 and judge_side.pinned_bytes >= out.numel() * 4
     judge_side.close()
     runner_side.close()
+
+
+def test_a_fork_of_the_links_owner_ends_at_the_link_without_a_word():
+    # A candidate's fork of its runner that returns into the runner's loop must not answer the judge
+    # in the runner's place, nor read the judge's next message (s36: verdicts hung on the race).
+    ours, theirs = socket.socketpair()
+    link = Link(ours, owner_pid=os.getpid())
+    child = os.fork()
+    if child == 0:
+        try:
+            link.send({"ok": False, "stage": "compile", "error": "from the fork"})
+        finally:
+            os._exit(3)  # reached only when the link let the fork speak
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    theirs.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        theirs.recv(1)  # nothing was written
+    link.send({"ok": True})  # the owner itself still speaks
+    theirs.setblocking(True)
+    assert theirs.recv(64).startswith(b'{"ok": true}')
