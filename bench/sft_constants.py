@@ -73,8 +73,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--constant-draws",
         type=int,
-        default=None,
-        help="copies of each training task with other draws of its constants (default: the corpus's)",
+        default=corpora.CONSTANT_DRAWS,
+        help=f"copies of each training task with other draws of its constants (default "
+        f"{corpora.CONSTANT_DRAWS}, the learning run's)",
     )
     parser.add_argument("--work", default="/tmp/kevin-sft-constants", help="family and checkpoints (large)")
     args = parser.parse_args(argv)
@@ -84,6 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--weights {args.weights}: give numbers, e.g. 1,8")
     if not args.weights or min(args.weights) <= 0:
         parser.error("--weights: each must be positive")
+    if args.constant_draws < 1:
+        parser.error(f"--constant-draws {args.constant_draws}: use 1 or more (1: each task as written)")
     return args
 
 
@@ -101,7 +104,7 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
         specs,
         train,
         "cuda",
-        constant_draws=args.constant_draws or corpora.CONSTANT_DRAWS,
+        constant_draws=args.constant_draws,
         length_cap=corpora.LENGTH_CAP,
         seed=args.seed,
         one_shot=one_shot,
@@ -214,7 +217,7 @@ def write_report(
         "",
         f"kevin {commit}, {platform.node()} {args.device}; {samples} training samples (the learning run's "
         f"corpus: {args.train_tasks} tasks less {args.rl_tasks} RL-only, seed {args.seed}, "
-        f"{args.constant_draws or corpora.CONSTANT_DRAWS} constant draws); model {args.layers} "
+        f"{args.constant_draws} constant draws); model {args.layers} "
         f"layers x {args.hidden}; {args.steps} steps of {args.batch_size}, lr {args.lr:g}, the same batches "
         "for every weight.",
         "",
