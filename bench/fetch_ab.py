@@ -110,11 +110,18 @@ def render(table: dict[str, dict[str, Any]]) -> str:
 
 
 def run(
-    pairs: list[tuple[str, str, str]], backend: str, rounds: int, jobs: int, cache: Path, warmup: bool = True
+    pairs: list[tuple[str, str, str]],
+    backend: str,
+    rounds: int,
+    jobs: int,
+    cache: Path,
+    warmup: bool = True,
+    journal: Path | None = None,
 ) -> list[dict]:
     """Every pair once per mode per round; a mode's evaluations run together, the variable set for
     them alone (each worker reads it when it starts). `warmup`: one pass first, not recorded, so
-    the builds are cached and neither mode's first pass is the cold one."""
+    the builds are cached and neither mode's first pass is the cold one. Each recorded pass's rows
+    are appended to `journal` as it ends, so a run cut by a call's limit keeps its finished passes."""
     rows: list[dict[str, Any]] = []
     config = EvalConfig(backend=backend, cache_dir=str(cache), baseline_cache=False)
     tasks = [(name, Task.from_source(problem, id=f"{name}-small", name=name), source)
@@ -130,6 +137,9 @@ def run(
             done = [fetch_row(mode, round_index, name, future.result()) for name, future in futures]
         if round_index >= 0:
             rows += done
+            if journal is not None:
+                with journal.open("a") as handle:
+                    handle.writelines(json.dumps(r) + "\n" for r in done)
         flagged = sum("deferred_work" in r["flags"] for r in done)
         print(
             f"{mode if round_index < 0 else f'round {round_index + 1}/{rounds} control profiler {mode}'}: "
@@ -159,9 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    journal = out / "fetch_ab.jsonl"
+    journal.write_text("")
     with tempfile.TemporaryDirectory(prefix="kevin-fetch-ab-") as cache:
-        rows = run(pairs, args.backend, args.rounds, args.jobs, Path(cache), warmup=not args.no_warmup)
-    (out / "fetch_ab.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        rows = run(
+            pairs, args.backend, args.rounds, args.jobs, Path(cache), not args.no_warmup, journal
+        )
     text = render(summary(rows))
     command = " ".join(["python bench/fetch_ab.py", *(argv if argv is not None else sys.argv[1:])])
     title = "# Fetch gaps to the bracket, the control's profiler warm-up off and on"

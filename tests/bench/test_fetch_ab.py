@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 from bench_scripts import load_script
 
@@ -50,3 +51,27 @@ def test_an_unknown_task_or_bad_counts_are_one_line_and_exit_2(tmp_path, capsys)
     assert ab.main(["--out", str(tmp_path), "--backend", "cpp", "--tasks", "99_nothing"]) == 2
     assert capsys.readouterr().err.startswith("fetch_ab: no bundled cpp candidate for 99_nothing (have: 01_")
     assert ab.main(["--out", str(tmp_path), "--rounds", "0"]) == 2
+
+
+def test_a_run_cut_after_a_pass_keeps_that_passs_rows(tmp_path, monkeypatch):
+    """A GPU call's limit can end the bench mid-run: each recorded pass is in the journal as it ends."""
+    monkeypatch.setenv("KEVIN_CONTROL_PROFILER", "0")  # run() sets it: restored after the test
+    calls = []
+
+    def evaluate(task, code, config):
+        calls.append(task.name)
+        if len(calls) > 2:  # the warm-up and the first recorded pass went through
+            raise KeyboardInterrupt
+        return types.SimpleNamespace(checks={}, passed=True, flags=[], stage="ok", runtime_ms=0.1)
+
+    monkeypatch.setattr(ab, "evaluate", evaluate)
+    journal = tmp_path / "fetch_ab.jsonl"
+    problem = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    try:
+        ab.run([("t", problem, "x")], "cpp", rounds=1, jobs=1, cache=tmp_path, journal=journal)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the second recorded pass should have been cut")
+    rows = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [(r["mode"], r["task"]) for r in rows] == [("off", "t")]
