@@ -64,6 +64,8 @@ def fetch_row(mode: str, round_index: int, name: str, result: Any) -> dict[str, 
         "control_warmed": len(starts) > 1 and "profiler" in starts[1],
         "fetch_timed": None, "fetch_bracket": fetch.get("bracket"), "copy_timed": None,
         "copy_bracket": copy.get("bracket"),
+        # The candidate runner's own clean fetch, before its candidate loaded (s37: is it as slow?).
+        "fetch_own": fetch.get("own"), "copy_own": copy.get("own"),
     }  # fmt: skip
     if fetch.get("timed"):
         row["fetch_timed"] = min(fetch["timed"])

@@ -42,6 +42,7 @@ def test_both_modes_evaluated_with_the_cpp_back_end(tmp_path, capsys):
         ("off", "01_gelu_tanh", True, False), ("on", "01_gelu_tanh", True, True)
     ]  # fmt: skip
     assert all(r["fetch_timed"] is not None and r["fetch_bracket"] is not None for r in rows)
+    assert all(r["fetch_own"] is not None and "copy_own" in r for r in rows)
     assert "control profiler" in (tmp_path / "fetch_ab.md").read_text()
     assert "warm-up: 1 verdicts" in capsys.readouterr().out  # a first pass, not in the rows
     assert "KEVIN_CONTROL_PROFILER" not in os.environ
