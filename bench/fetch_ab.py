@@ -12,9 +12,12 @@ variable off and once on (the order alternating by round), a fresh worker per ev
 environment read at its start), `--jobs` at a time, and reports per mode: verdicts, those flagged
 `deferred_work`, and the medians of the timed fetch less the bracket's (whole, copy, signalling).
 If the gap closes with the variable on, the warm-up is the cause and the control should warm it.
+s37 (H100, bench/results/h100/s37/): it does not. `--variable trace` compares the other difference
+instead: `KEVIN_TRACE_AFTER_TIMING=1` moves the candidate's trace (a real CUPTI session) after its
+timing, so the calls and fetches are timed in a runner that has profiled nothing yet.
 
     python bench/fetch_ab.py --out DIR [--backend cuda|triton|cpp] [--tasks 02_row_sum,...]
-                             [--rounds 2] [--jobs 3] [--no-warmup]
+                             [--rounds 2] [--jobs 3] [--no-warmup] [--variable profiler|trace]
 """
 
 from __future__ import annotations
@@ -31,11 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from kevin.evaluator.evaluate import BACKENDS, EvalConfig, evaluate
-from kevin.evaluator.probes import CONTROL_PROFILER_VARIABLE
+from kevin.evaluator.probes import CONTROL_PROFILER_VARIABLE, TRACE_AFTER_TIMING_VARIABLE
 from kevin.tasks import Task
 
 BUNDLED = Path(__file__).resolve().parents[1] / "kevin" / "tasks" / "bundled"
 MODES = ("off", "on")
+VARIABLES = {"profiler": CONTROL_PROFILER_VARIABLE, "trace": TRACE_AFTER_TIMING_VARIABLE}
+"""What the `on` mode sets to 1: the control's profiler warm-up, or the trace after the timing."""
+LABELS = {CONTROL_PROFILER_VARIABLE: "control profiler", TRACE_AFTER_TIMING_VARIABLE: "trace after timing"}
 
 
 def honest_pairs(backend: str, names: list[str] | None) -> list[tuple[str, str, str]]:
@@ -66,12 +72,19 @@ def fetch_row(mode: str, round_index: int, name: str, result: Any) -> dict[str, 
         "copy_bracket": copy.get("bracket"),
         # The candidate runner's own clean fetch, before its candidate loaded (s37: is it as slow?).
         "fetch_own": fetch.get("own"), "copy_own": copy.get("own"),
+        "traced_after_timing": traced_after_timing(checks),
     }  # fmt: skip
     if fetch.get("timed"):
         row["fetch_timed"] = min(fetch["timed"])
     if copy.get("timed"):
         row["copy_timed"] = min(copy["timed"])
     return row
+
+
+def traced_after_timing(checks: dict[str, Any]) -> bool:
+    """Whether the verdict's timeline has a correctness stage (the trace's) after its timing."""
+    names = [stage[0] for stage in (checks.get("timeline") or {}).get("stages", [])]
+    return "timing" in names and "correctness" in names[names.index("timing"):]
 
 
 def _median(values: list[float]) -> float | None:
@@ -99,12 +112,12 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return table
 
 
-def render(table: dict[str, dict[str, Any]]) -> str:
+def render(table: dict[str, dict[str, Any]], label: str = "control profiler") -> str:
     keys = (
         "verdicts", "passed", "deferred_work", "control_warmed",
         "fetch_gap_ms", "copy_gap_ms", "signalling_gap_ms",
     )  # fmt: skip
-    lines = [f"{'control profiler':18s}" + "".join(f"{k:>18s}" for k in keys)]
+    lines = [f"{label:18s}" + "".join(f"{k:>18s}" for k in keys)]
     for mode, values in table.items():
         cells = ("-" if values[k] is None else str(values[k]) for k in keys)
         lines.append(f"{mode:18s}" + "".join(f"{cell:>18s}" for cell in cells))
@@ -119,6 +132,7 @@ def run(
     cache: Path,
     warmup: bool = True,
     journal: Path | None = None,
+    variable: str = CONTROL_PROFILER_VARIABLE,
 ) -> list[dict]:
     """Every pair once per mode per round; a mode's evaluations run together, the variable set for
     them alone (each worker reads it when it starts). `warmup`: one pass first, not recorded, so
@@ -132,7 +146,7 @@ def run(
     for round_index in range(rounds):
         passes += [(mode, round_index) for mode in (MODES if round_index % 2 == 0 else MODES[::-1])]
     for mode, round_index in passes:
-        os.environ[CONTROL_PROFILER_VARIABLE] = "1" if mode == "on" else "0"
+        os.environ[variable] = "1" if mode == "on" else "0"
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = [(name, pool.submit(evaluate, task, code, config)) for name, task, code in tasks]
@@ -144,11 +158,11 @@ def run(
                     handle.writelines(json.dumps(r) + "\n" for r in done)
         flagged = sum("deferred_work" in r["flags"] for r in done)
         print(
-            f"{mode if round_index < 0 else f'round {round_index + 1}/{rounds} control profiler {mode}'}: "
+            f"{mode if round_index < 0 else f'round {round_index + 1}/{rounds} {LABELS[variable]} {mode}'}: "
             f"{len(done)} verdicts, {flagged} deferred_work, {time.monotonic() - started:.0f} s",
             flush=True,
         )
-    os.environ.pop(CONTROL_PROFILER_VARIABLE, None)
+    os.environ.pop(variable, None)
     return rows
 
 
@@ -160,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--no-warmup", action="store_true", help="skip the unrecorded first pass")
+    parser.add_argument(
+        "--variable", default="profiler", choices=sorted(VARIABLES),
+        help="what `on` sets: the control's profiler warm-up (default) or the trace after the timing",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.jobs < 1:
         print("fetch_ab: --rounds and --jobs must be at least 1", file=sys.stderr)
@@ -175,11 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     journal.write_text("")
     with tempfile.TemporaryDirectory(prefix="kevin-fetch-ab-") as cache:
         rows = run(
-            pairs, args.backend, args.rounds, args.jobs, Path(cache), not args.no_warmup, journal
+            pairs, args.backend, args.rounds, args.jobs, Path(cache), not args.no_warmup, journal,
+            VARIABLES[args.variable],
         )
-    text = render(summary(rows))
+    text = render(summary(rows), LABELS[VARIABLES[args.variable]])
     command = " ".join(["python bench/fetch_ab.py", *(argv if argv is not None else sys.argv[1:])])
-    title = "# Fetch gaps to the bracket, the control's profiler warm-up off and on"
+    title = f"# Fetch gaps to the bracket, {LABELS[VARIABLES[args.variable]]} off and on"
     (out / "fetch_ab.md").write_text(f"{title}\n\n`{command}`\n\n```\n{text}\n```\n")
     print(text)
     return 0

@@ -21,7 +21,8 @@
 #               has finished: it wants a quiet machine
 #   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
 #   fetch       bench/fetch_ab.py (issue #19): bundled small CUDA candidates (FETCH_TASKS, default six
-#               small tasks), the control runner's profiler warm-up off and on, after a warm-up
+#               small tasks), the candidate's trace after its timing off and on (FETCH_VARIABLE=trace;
+#               `profiler`: the control's profiler warm-up, s37: not the cause), after a warm-up
 #               pass, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
 #   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives, to go on from their journals)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
@@ -110,7 +111,8 @@ fi
 if has fetch; then  # alone: it compares fetch times, which other steps' load would disturb
   small_tasks=01_gelu_tanh,02_row_sum,03_softmax,05_matmul,07_linear_silu_layernorm,11_cumsum
   $limit python3 bench/fetch_ab.py --out "$OUT" --backend cuda --rounds "${FETCH_ROUNDS:-2}" \
-    --jobs "${FETCH_JOBS:-3}" --tasks "${FETCH_TASKS:-$small_tasks}" > "$OUT/fetch_ab.log" 2>&1
+    --jobs "${FETCH_JOBS:-3}" --tasks "${FETCH_TASKS:-$small_tasks}" --variable "${FETCH_VARIABLE:-trace}" \
+    > "$OUT/fetch_ab.log" 2>&1
 fi
 if has tasks; then
   step_end=$((SECONDS + ${STEP_TIMEOUT:-540}))

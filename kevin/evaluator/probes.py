@@ -130,6 +130,21 @@ slower than the control (median over 90 verdicts; copy +0.03, signalling +0.02),
 differently to the two before a candidate exists."""
 
 
+TRACE_AFTER_TIMING_VARIABLE = "KEVIN_TRACE_AFTER_TIMING"
+"""`1`: the candidate's trace (the library check) runs after its timing instead of before it, so its
+calls and fetches are timed in a runner that has not yet profiled anything. A diagnostic for issue
+#19: in s37's H100 A/B (bench/results/h100/s37/) warming the control's profiler left the candidate's
+runner fetching ~0.055 ms slower than the control, and 4 of 24 honest small-task verdicts were
+flagged `deferred_work`; the trace, a real CUPTI session, is the other thing that runner has done and
+the control has not."""
+
+
+def trace_after_timing() -> bool:
+    import os
+
+    return os.environ.get(TRACE_AFTER_TIMING_VARIABLE) == "1"
+
+
 def warms_profiler(traced: bool) -> bool:
     """Whether a runner warms the profiler at its start: every traced one, and with
     CONTROL_PROFILER_VARIABLE set the never-traced ones too."""

@@ -50,7 +50,7 @@ from kevin.evaluator.confine import authentic
 from kevin.evaluator.cores import CPU_SEAT_VARIABLE
 from kevin.evaluator.cores import VARIABLE as CORES_VARIABLE
 from kevin.evaluator.fastbuild import TOOLCHAIN_VARIABLE
-from kevin.evaluator.probes import CONTROL_PROFILER_VARIABLE
+from kevin.evaluator.probes import CONTROL_PROFILER_VARIABLE, TRACE_AFTER_TIMING_VARIABLE
 from kevin.evaluator.procfs import descendants, kill_descendants
 from kevin.evaluator.result import truncate_middle
 from kevin.evaluator.spares import BOOT_VARIABLE, SparePool, boot_spec, pool_key
@@ -86,6 +86,7 @@ ENV_ALLOW = (
     CPU_SEAT_VARIABLE,  # kevin.evaluator.cores: `free` leaves a CPU timing's processes unpinned
     FORK_VARIABLE,  # kevin.evaluator.spawn: 0 executes every runner afresh instead of forking it
     CONTROL_PROFILER_VARIABLE,  # kevin.evaluator.probes: 1 warms the control runners' profiler too
+    TRACE_AFTER_TIMING_VARIABLE,  # kevin.evaluator.probes: 1 traces the candidate after its timing
 )
 
 TOKEN_VARIABLE = "KEVIN_SANDBOX_TOKEN"

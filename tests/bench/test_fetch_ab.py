@@ -46,6 +46,18 @@ def test_both_modes_evaluated_with_the_cpp_back_end(tmp_path, capsys):
     assert "control profiler" in (tmp_path / "fetch_ab.md").read_text()
     assert "warm-up: 1 verdicts" in capsys.readouterr().out  # a first pass, not in the rows
     assert "KEVIN_CONTROL_PROFILER" not in os.environ
+    assert not any(r["traced_after_timing"] for r in rows)
+
+
+def test_the_trace_variable_moves_the_trace_after_the_timing_in_its_on_mode(tmp_path, capsys):
+    assert ab.main(["--out", str(tmp_path), "--backend", "cpp", "--tasks", "01_gelu_tanh", "--rounds", "1",
+                    "--jobs", "1", "--no-warmup", "--variable", "trace"]) == 0  # fmt: skip
+    rows = [json.loads(line) for line in (tmp_path / "fetch_ab.jsonl").read_text().splitlines()]
+    assert [(r["mode"], r["traced_after_timing"], r["control_warmed"]) for r in rows] == [
+        ("off", False, False), ("on", True, False)
+    ]  # fmt: skip
+    assert "trace after timing" in (tmp_path / "fetch_ab.md").read_text()
+    assert "KEVIN_TRACE_AFTER_TIMING" not in os.environ
 
 
 def test_an_unknown_task_or_bad_counts_are_one_line_and_exit_2(tmp_path, capsys):

@@ -215,6 +215,22 @@ def test_asked_to_the_control_runner_warms_the_profiler_like_the_candidates(task
     assert "profiler" in started and "profiler" in control_started
 
 
+@pytest.mark.parametrize("after", [False, True], ids=["trace_first", "trace_after_timing"])
+def test_asked_the_candidate_is_traced_after_its_timing_with_the_same_verdict(task, config, monkeypatch, after):
+    """KEVIN_TRACE_AFTER_TIMING=1 (kevin.evaluator.probes): the library check's trace runs after the
+    timing, so the calls and fetches are timed in a runner that has profiled nothing yet (a
+    diagnostic for the candidate's runner's slower fetches, issue #19). It still reaches the worker
+    through its scrubbed environment, still traces, and the verdict is the same."""
+    monkeypatch.setenv("KEVIN_TRACE_AFTER_TIMING", "1" if after else "0")
+    result = evaluate(task, candidate("scale_relu"), config)
+    assert result.passed and result.flags == [], result.error + result.log
+    assert result.checks["trace"]["traced_calls"] >= 1 and "library_share" in result.checks["trace"]
+    names = [stage[0] for stage in result.checks["timeline"]["stages"]]
+    timing = names.index("timing")
+    assert ("correctness" in names[timing:]) is after, names
+    assert "correctness" in names[:timing], names  # the trials stay before the timing either way
+
+
 def test_with_forks_switched_off_the_runners_start_afresh_and_judge_alike(task, config, monkeypatch):
     """KEVIN_RUNNER_FORK=0 reaches the worker through its scrubbed environment: its runners are
     executed afresh (each imports torch itself) and the verdict is the same."""

@@ -316,6 +316,9 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             control = self.runner_ready(self.control)
             with self.device_section("timing", exclusive=True):
                 record, _, self.overhead = self.time_steadily(runner, self.overhead, control=control)
+            if probes.trace_after_timing():  # the diagnostic's order (probes.TRACE_AFTER_TIMING_VARIABLE)
+                with self.device_section("correctness", exclusive=False):
+                    self.trace_candidate(runner)
             self.after_candidate(runner)
         finally:
             left = runner.kill()
