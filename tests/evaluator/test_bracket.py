@@ -389,6 +389,61 @@ def test_an_honest_outputs_fetch_from_memory_is_not_deferred_work_on_the_cpu():
     assert deferring.flags == ["deferred_work"], deferring.checks["fetch_ms"]
 
 
+class FloorJudge(Judge):
+    """The timing stage on an H200 for 64 MiB of inputs (at least ~0.014 ms to read once)."""
+
+    torch = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_name=lambda: "NVIDIA H200"))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.input_bytes = 64 * 2**20
+        self.overhead = quiet_calibration()
+
+
+def quiet_calibration() -> dict[str, Any]:
+    return {"cycle_ms": QUIET_OVERHEAD_NS / 1e6, "fetch_ms": 0.3, "fetch_max_ms": 0.31, "output_bytes": 4096}
+
+
+class CallsRunner(ScriptedRunner):
+    """A scripted runner whose timings' calls take `calls_ns`, one value per timing in turn."""
+
+    def __init__(self, calls_ns: list[int]) -> None:
+        super().__init__(QUIET_OVERHEAD_NS, 300_000)
+        self.calls_ns = list(calls_ns)
+
+    def run_cycles(self, **kwargs: Any) -> CycleRecord:
+        self.call_ns = self.calls_ns.pop(0)
+        return super().run_cycles(**kwargs)
+
+
+def test_a_candidate_timed_under_its_floor_is_timed_again_and_flagged_only_if_it_stays_there():
+    """s37 (H100 fetch A/B): an honest softmax timed at 1e-6 ms once in four evaluations, its cycles no
+    longer than the bracketed overhead, and was flagged `impossible_speedup`. Timed again, it stands;
+    a candidate at the floor both times is flagged as before, and one timing is never repeated."""
+    judge, honest = FloorJudge(), CallsRunner([0, 50_000])
+    record, overhead = judge.time_candidate(honest, quiet_control())
+    stats = judge.timing_stats(record, overhead)
+    judge.bound_check(stats)
+    assert stats["median_ms"] == pytest.approx(0.05, abs=2e-3) and judge.flags == []
+    (set_aside,) = judge.checks["candidate_retimed"]
+    assert set_aside["median_ms"] < 0.5 * judge.bandwidth_floor_ms() and set_aside["overhead_ms"] > 0.1
+    assert honest.asked == [True, True]
+
+    judge, stuck = FloorJudge(), CallsRunner([0, 0])
+    record, overhead = judge.time_candidate(stuck, quiet_control())
+    judge.bound_check(judge.timing_stats(record, overhead))
+    assert judge.flags == ["impossible_speedup"] and len(judge.checks["candidate_retimed"]) == 1
+
+    judge, steady = FloorJudge(), CallsRunner([50_000])
+    judge.time_candidate(steady, quiet_control())
+    assert steady.asked == [True] and "candidate_retimed" not in judge.checks
+    cpu = Judge()  # no floor on the CPU back end: never timed twice for it
+    cpu.is_cuda, cpu.overhead = False, quiet_calibration()
+    at_zero = CallsRunner([0])
+    cpu.time_candidate(at_zero, quiet_control())
+    assert at_zero.asked == [True]
+
+
 class ReferenceJudge(BaselineStage):
     """The baseline stage's bound check on an H200, for inputs of `input_bytes`."""
 

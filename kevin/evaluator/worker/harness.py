@@ -315,7 +315,7 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
                 self.check_trials(runner)
             control = self.runner_ready(self.control)
             with self.device_section("timing", exclusive=True):
-                record, _, self.overhead = self.time_steadily(runner, self.overhead, control=control)
+                record, self.overhead = self.time_candidate(runner, control)
             if probes.trace_after_timing():  # the diagnostic's order (probes.TRACE_AFTER_TIMING_VARIABLE)
                 with self.device_section("correctness", exclusive=False):
                     self.trace_candidate(runner)
