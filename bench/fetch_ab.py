@@ -39,9 +39,12 @@ from kevin.tasks import Task
 
 BUNDLED = Path(__file__).resolve().parents[1] / "kevin" / "tasks" / "bundled"
 MODES = ("off", "on")
-VARIABLES = {"profiler": CONTROL_PROFILER_VARIABLE, "trace": TRACE_AFTER_TIMING_VARIABLE}
-"""What the `on` mode sets to 1: the control's profiler warm-up, or the trace after the timing."""
-LABELS = {CONTROL_PROFILER_VARIABLE: "control profiler", TRACE_AFTER_TIMING_VARIABLE: "trace after timing"}
+VARIABLES = {
+    "profiler": (CONTROL_PROFILER_VARIABLE, "control profiler"),
+    "trace": (TRACE_AFTER_TIMING_VARIABLE, "trace after timing"),
+}
+"""What the `on` mode sets to 1 (and its label): the control's profiler warm-up, or the trace after
+the timing."""
 
 
 def honest_pairs(backend: str, names: list[str] | None) -> list[tuple[str, str, str]]:
@@ -132,12 +135,13 @@ def run(
     cache: Path,
     warmup: bool = True,
     journal: Path | None = None,
-    variable: str = CONTROL_PROFILER_VARIABLE,
+    variable: str = "profiler",
 ) -> list[dict]:
     """Every pair once per mode per round; a mode's evaluations run together, the variable set for
     them alone (each worker reads it when it starts). `warmup`: one pass first, not recorded, so
     the builds are cached and neither mode's first pass is the cold one. Each recorded pass's rows
     are appended to `journal` as it ends, so a run cut by a call's limit keeps its finished passes."""
+    env_name, label = VARIABLES[variable]
     rows: list[dict[str, Any]] = []
     config = EvalConfig(backend=backend, cache_dir=str(cache), baseline_cache=False)
     tasks = [(name, Task.from_source(problem, id=f"{name}-small", name=name), source)
@@ -145,24 +149,26 @@ def run(
     passes = [("warm-up", -1)] if warmup else []
     for round_index in range(rounds):
         passes += [(mode, round_index) for mode in (MODES if round_index % 2 == 0 else MODES[::-1])]
-    for mode, round_index in passes:
-        os.environ[variable] = "1" if mode == "on" else "0"
-        started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [(name, pool.submit(evaluate, task, code, config)) for name, task, code in tasks]
-            done = [fetch_row(mode, round_index, name, future.result()) for name, future in futures]
-        if round_index >= 0:
-            rows += done
-            if journal is not None:
-                with journal.open("a") as handle:
-                    handle.writelines(json.dumps(r) + "\n" for r in done)
-        flagged = sum("deferred_work" in r["flags"] for r in done)
-        print(
-            f"{mode if round_index < 0 else f'round {round_index + 1}/{rounds} {LABELS[variable]} {mode}'}: "
-            f"{len(done)} verdicts, {flagged} deferred_work, {time.monotonic() - started:.0f} s",
-            flush=True,
-        )
-    os.environ.pop(variable, None)
+    try:
+        for mode, round_index in passes:
+            os.environ[env_name] = "1" if mode == "on" else "0"
+            started = time.monotonic()
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = [(name, pool.submit(evaluate, task, code, config)) for name, task, code in tasks]
+                done = [fetch_row(mode, round_index, name, future.result()) for name, future in futures]
+            if round_index >= 0:
+                rows += done
+                if journal is not None:
+                    with journal.open("a") as handle:
+                        handle.writelines(json.dumps(r) + "\n" for r in done)
+            flagged = sum("deferred_work" in r["flags"] for r in done)
+            print(
+                f"{mode if round_index < 0 else f'round {round_index + 1}/{rounds} {label} {mode}'}: "
+                f"{len(done)} verdicts, {flagged} deferred_work, {time.monotonic() - started:.0f} s",
+                flush=True,
+            )
+    finally:
+        os.environ.pop(env_name, None)
     return rows
 
 
@@ -193,12 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     journal.write_text("")
     with tempfile.TemporaryDirectory(prefix="kevin-fetch-ab-") as cache:
         rows = run(
-            pairs, args.backend, args.rounds, args.jobs, Path(cache), not args.no_warmup, journal,
-            VARIABLES[args.variable],
+            pairs, args.backend, args.rounds, args.jobs, Path(cache), not args.no_warmup, journal, args.variable
         )
-    text = render(summary(rows), LABELS[VARIABLES[args.variable]])
+    label = VARIABLES[args.variable][1]
+    text = render(summary(rows), label)
     command = " ".join(["python bench/fetch_ab.py", *(argv if argv is not None else sys.argv[1:])])
-    title = f"# Fetch gaps to the bracket, {LABELS[VARIABLES[args.variable]]} off and on"
+    title = f"# Fetch gaps to the bracket, {label} off and on"
     (out / "fetch_ab.md").write_text(f"{title}\n\n`{command}`\n\n```\n{text}\n```\n")
     print(text)
     return 0

@@ -313,6 +313,8 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             self.admit(self.input_bytes)
             with self.device_section("correctness", exclusive=False):
                 self.check_trials(runner)
+                if not probes.trace_after_timing():  # the library check's trace, in the same section
+                    self.trace_candidate(runner)
             control = self.runner_ready(self.control)
             with self.device_section("timing", exclusive=True):
                 record, self.overhead = self.time_candidate(runner, control)

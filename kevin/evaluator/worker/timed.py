@@ -342,10 +342,9 @@ class TimingStage:
         """`time_steadily` against the runner's clean calibration, once more when the calls came out
         under the inputs' bandwidth floor (CANDIDATE_ATTEMPTS; `checks.candidate_retimed` keeps each
         timing set aside). Returns the record and the overhead to take off its calls."""
-        clean = self.overhead
+        clean, floor_ms = self.overhead, self.bandwidth_floor_ms()
         for attempt in range(1, CANDIDATE_ATTEMPTS + 1):
             record, _, used = self.time_steadily(runner, dict(clean), control=control)
-            floor_ms = self.bandwidth_floor_ms()
             if floor_ms is None or attempt == CANDIDATE_ATTEMPTS:
                 break
             stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], used["cycle_ms"], BLOCK_CALLS)

@@ -69,8 +69,6 @@ class TrialsStage:
             if not report["ok"] or report.get("reference_bad"):
                 break
         self.judge_reports(reports)
-        if not probes.trace_after_timing():
-            self.trace_candidate(runner)
 
     def expected_outputs(self, seed: int, shift: int | None) -> list[Any] | None:
         """The reference's outputs on the inputs drawn from `seed`. None for a shifted draw the
