@@ -42,5 +42,5 @@ and its own timing whatever it likes; the judge checks the first and measures th
 The dynamic checks that look inside the candidate's process (the profiler trace, output oddities)
 are reported by the runner and so are only as honest as that process; they can add flags, never
 remove them. A runner that computes an output only when it is fetched is caught only when the hidden
-work exceeds the fetch-time floor (`timed.FETCH_FLOOR_MS`).
+work exceeds the fetch-time floor (`fetchcheck.FETCH_FLOOR_MS`).
 """

@@ -259,7 +259,7 @@ class Runner:
         )
         output_start = int(message.get("output_start", 0))
         # Written once, so a clean fetch copies real pages: an untouched CPU buffer is read from the
-        # kernel's one zero page, faster than any output (kevin.evaluator.worker.timed,
+        # kernel's one zero page, faster than any output (kevin.evaluator.worker.fetchcheck,
         # FETCH_CLEAN_MARGIN).
         placeholder = [
             torch.zeros(int(message.get("output_bytes", 0)), dtype=torch.uint8, device=self.device)

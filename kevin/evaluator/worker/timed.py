@@ -25,7 +25,7 @@
                 not move it. A few calls, chosen here after they are done, are fetched: their
                 outputs are checked against the reference on the same seed (timed_output_mismatch),
                 and a fetch much slower than the clean one means the output was computed only when
-                asked for (`deferred_work`).
+                asked for (`deferred_work`: kevin.evaluator.worker.fetchcheck).
 
 The runner learns each call's seed only when the call starts, so it cannot compute ahead. What is
 timed includes everything the runner does for a call, so work hidden in its refill or signalling is
@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kevin.evaluator import cores, probes, procfs, timing
-from kevin.evaluator.worker import exchange
+from kevin.evaluator.worker import exchange, fetchcheck
 from kevin.evaluator.worker.exchange import output_bytes, read_outputs
 from kevin.evaluator.worker.handle import (
     CALL_FLOOR_S,
@@ -63,17 +63,6 @@ TIMED_FETCHES = 3
 BRACKET_BUDGET_MS = 40.0
 """Judge-clock time of each side of a timing's bracket (`time_bracketed`), after its warm-up."""
 BRACKET_FETCHES = 3
-FETCH_FLOOR_MS = {"spin": 0.05, "block": 1.0}
-"""Fetch-time excess below which no deferral is claimed: the signalling's own jitter (spinning on
-shared memory on the GPU back end, a socket round trip on the CPU one)."""
-FETCH_CLEAN_MARGIN = {"spin": 0.5, "block": 2.5}
-"""Fetch-time excess allowed, as a multiple of the clean fetch. The clean fetch copies a buffer that
-stays in the caches from one fetch to the next; on the CPU back end an honest output is copied after
-a call whose own traffic has pushed much of it out to memory: an honest relu's 8 MiB output was
-copied in 2.4-2.7 ms against a clean 0.81-0.95 ms on a 2-core CI host (session 37, flagged
-`deferred_work` under a margin of 0.5), and in 0.74 ms against 0.25 ms on the development machine, so
-up to 2 clean fetches more, and half of one for noise. On the GPU back end the copy leaves the
-device by DMA, whatever the host's caches hold."""
 CANDIDATE_ATTEMPTS = 2
 """Timings of a candidate, in its exclusive section, before one under its inputs' bandwidth floor
 stands (and `bound_check` flags it `impossible_speedup`): the reference's rule
@@ -303,38 +292,11 @@ class TimingStage:
     def timing_stats(self, record: Any, overhead: dict[str, Any], flag: bool = True) -> dict[str, Any]:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
         if flag and record.fetch_ns:
-            # A runner that computes an output only when it is fetched is slow on every fetch;
-            # scheduling noise is not, so the fastest fetch is compared with the clean median: the
-            # slower of the bracket's (the control runner's, at the moment of the timing) and the
-            # timed runner's own from before its candidate loaded. The H200 (session 22) fetched
-            # small outputs 0.1-0.2 ms slower from a candidate's runner than from the control under
-            # the same conditions (an honest kernel flagged on 5 of 12 small tasks), the cause not
-            # yet known; its own clean fetch carries whatever state that runner is in, and the
-            # candidate cannot touch it.
-            fastest_ms = min(record.fetch_ns.values()) / 1e6
-            clean_ms = max(overhead["fetch_ms"], overhead.get("own_fetch_ms") or 0.0)
-            excess_ms = fastest_ms - clean_ms
-            floor_ms = FETCH_FLOOR_MS["spin" if self.is_cuda else "block"]
-            self.checks["fetch_excess_ms"] = round(excess_ms, 4)
-            self.checks["fetch_ms"] = {
-                "clean_median": round(clean_ms, 4),
-                "bracket": round(overhead["fetch_ms"], 4),
-                "own": round(overhead.get("own_fetch_ms") or 0.0, 4),
-                "timed": [round(ns / 1e6, 4) for ns in record.fetch_ns.values()],
-            }
-            # What each runner said its copy into the area took, for diagnosis only (s22-s23: small
-            # outputs fetched 0.1-0.2 ms slower from candidates' runners, cause unknown): the copy
-            # or the signalling around it.
-            self.checks["fetch_copy_ms"] = {
-                "bracket": _rounded(overhead.get("copy_ms")),
-                "own": _rounded(overhead.get("own_copy_ms")),
-                "timed": [round(ns / 1e6, 4) for ns in record.copy_ns.values()],
-            }
-            # The slack grows with the fetch itself (a big output's copy varies by milliseconds on a
-            # loaded host, and comes from memory after the call: FETCH_CLEAN_MARGIN) and with the
-            # call (a quarter of its work hidden would still be caught).
-            margin = FETCH_CLEAN_MARGIN["spin" if self.is_cuda else "block"]
-            if excess_ms > max(0.5 * stats.median_ms, margin * clean_ms, floor_ms):
+            checks, deferred = fetchcheck.fetch_checks(
+                record.fetch_ns, record.copy_ns, overhead, stats.median_ms, "spin" if self.is_cuda else "block"
+            )
+            self.checks.update(checks)
+            if deferred:
                 self.flags.append("deferred_work")
         return stats.to_dict()
 
@@ -408,10 +370,6 @@ def thread_changes(before: dict[int, str], after: dict[int, str]) -> dict[str, A
     gone = sorted(name for tid, name in before.items() if tid not in after)
     started = sorted((Counter(new) - Counter(gone)).elements())
     return {"before": len(before), "after": len(after), "new": new, "gone": gone, "started": started}
-
-
-def _rounded(ms: float | None) -> float | None:
-    return None if ms is None else round(ms, 4)
 
 
 def record_wall_median_ms(record: Any) -> float:
