@@ -29,7 +29,8 @@
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
 #   search      issue #17: kevin bench (6 KernelBench tasks x 4 x 3 replayed completions) and kevin optimize
-#               (L1_88) over bench/results/kernelbench_replay/records.jsonl (needs .kb); search.tgz
+#               (L1_88) over bench/results/kernelbench_replay/records.jsonl (needs .kb); search.tgz;
+#               SEARCH_FROM: an earlier call's folder with its search.tgz (carried), to resume both
 #   learning    bench/learning_run.py (issue #16's learning run: family, corpus, SFT, RL on GPU
 #               rewards, held-out before/after) within LEARN_BUDGET_S (default 480) s; alone
 # Just the Triton gpu cases (#19): STEPS=tests GPU_TESTS="tests/evaluator/test_bundled.py -k triton"
@@ -135,6 +136,9 @@ if has tasks; then
 fi
 if has search; then  # issue #17: kevin bench and kevin optimize over bench/kernelbench_replay.py's records
   step_end=$((SECONDS + ${STEP_TIMEOUT:-540}))
+  # Both commands resume from their run folders: SEARCH_FROM (an earlier call's carried folder holding
+  # its search.tgz) puts them back, and only the unfinished trajectories and turns run.
+  [ -f "${SEARCH_FROM:-/nonexistent}/search.tgz" ] && tar xzf "$SEARCH_FROM/search.tgz" -C "$OUT"
   replay=bench/results/kernelbench_replay
   step_limit python3 -m kevin bench --replay "$replay/records.jsonl" --source kernelbench \
     --ids L1_40,L1_88,L1_95,L2_63,L2_76,L2_99 --trajectories 4 --turns 3 --backend cuda --jobs 8 \
