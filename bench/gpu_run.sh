@@ -24,7 +24,8 @@
 #               small tasks), the candidate's trace after its timing off and on (FETCH_VARIABLE=trace;
 #               `profiler`: the control's profiler warm-up, s37: not the cause), after a warm-up
 #               pass, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
-#   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives, to go on from their journals)
+#   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives and hygiene journal, to go on from
+#               them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS, default 4)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
@@ -119,16 +120,26 @@ if has tasks; then
   step_end=$((SECONDS + ${STEP_TIMEOUT:-540}))
   # A generation or enlargement cut by the call's limit returns its journal inside its archive:
   # TASKS_FROM (the carried folder of that call's files) puts it back, and it goes on where it stopped.
+  # A set that call finished (its manifest written, its journal removed) comes back whole and is not
+  # made again (s38: a finished generation was validated anew, 2 of the call's minutes).
+  from="${TASKS_FROM:-/nonexistent}"
   for journal in generated_s0/.generate_journal.jsonl kernelbench_large/.enlarge_journal.jsonl; do
-    archive="${TASKS_FROM:-/nonexistent}/${journal%%/*}.tgz"
-    [ -f "$archive" ] && tar xzf "$archive" -C "$OUT" "$journal" 2>/dev/null
+    d=${journal%%/*}
+    if tar tzf "$from/$d.tgz" "$d/manifest.json" > /dev/null 2>&1; then
+      tar xzf "$from/$d.tgz" -C "$OUT"
+    elif [ -f "$from/$d.tgz" ]; then
+      tar xzf "$from/$d.tgz" -C "$OUT" "$journal" 2>/dev/null
+    fi
   done
-  step_limit python3 -m kevin tasks generate --n 100 --seed 0 --size large --device cuda --min-ms 0.1 --jobs 8 \
-    --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
-  step_limit python3 -m kevin tasks enlarge --levels 1 2 --device cuda --min-ms 0.1 --jobs 8 \
-    --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
-  step_limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
-    --out "$OUT/kernelbench_hygiene_cuda.json" > "$OUT/tasks_hygiene.log" 2>&1
+  hygiene=kernelbench_hygiene_cuda
+  [ -f "$from/$hygiene.journal.jsonl" ] && cp "$from/$hygiene.journal.jsonl" "$OUT/"
+  [ -f "$OUT/generated_s0/manifest.json" ] || step_limit python3 -m kevin tasks generate --n 100 --seed 0 \
+    --size large --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
+  [ -f "$OUT/kernelbench_large/manifest.json" ] || step_limit python3 -m kevin tasks enlarge --levels 1 2 \
+    --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
+  # Its journal ($hygiene.journal.jsonl, beside the report until the report is whole) comes back too.
+  step_limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda --jobs "${HYGIENE_JOBS:-4}" \
+    --out "$OUT/$hygiene.json" > "$OUT/tasks_hygiene.log" 2>&1
   # A call returns at most ~8 files: the task folders come back as one archive each.
   for d in generated_s0 kernelbench_large; do
     [ -d "$OUT/$d" ] && tar czf "$OUT/$d.tgz" -C "$OUT" "$d" && rm -rf "${OUT:?}/$d"
@@ -165,7 +176,7 @@ has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log";
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 has triton && { echo "== adversarial (triton)"; tail -20 "$OUT/adversarial_triton.log"; }
 has fetch && { echo "== fetch A/B"; tail -5 "$OUT/fetch_ab.log"; }
-has tasks && for f in generate enlarge hygiene; do echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log"; done
+has tasks && for f in generate enlarge hygiene; do echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log" 2>/dev/null; done
 has search && for f in bench optimize; do echo "== search $f"; tail -12 "$OUT/search_$f.log"; done
 has learning && { echo "== learning run"; tail -30 "$OUT/learning_run.log"; }
 exit 0

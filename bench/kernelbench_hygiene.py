@@ -7,6 +7,10 @@ degenerate and nondeterministic checks) and writes one JSON report whose `exclud
 with the 1 GiB budget most of level 1 is skipped, so the list is complete only for what ran; run it
 on the GPU (`--device cuda`) for the whole set.
 
+Each problem's result is journaled as it is known (`--journal`, default beside --out: kevin.tasks.journal),
+so a run cut short (a device call's limit: on an H100 the 250 problems take ~10-30 s each) and run again
+with the same options validates only the rest; the journal is removed once the report is whole.
+
 Usage:
     CPU:  nice -n 19 python bench/kernelbench_hygiene.py --levels 1 2 3 --device cpu \
               --out bench/results/kernelbench_hygiene_cpu.json
@@ -31,8 +35,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kevin.tasks import load_tasks  # noqa: E402
+from kevin.tasks.journal import Journal  # noqa: E402
 from kevin.tasks.splits import EXCLUDED_STATUSES  # noqa: E402
-from kevin.tasks.validate import DEFAULT_BUDGET_GIB, GIB, ValidateSettings, summarize, validate_tasks  # noqa: E402
+from kevin.tasks.validate import (  # noqa: E402
+    DEFAULT_BUDGET_GIB,
+    GIB,
+    ValidateSettings,
+    ValidationResult,
+    summarize,
+    validate_tasks,
+)
 
 
 def _commit() -> str:
@@ -52,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=120.0)
     parser.add_argument("--budget-gib", type=float, default=None)
     parser.add_argument("--out", required=True, help="the JSON report to write")
+    parser.add_argument(
+        "--journal", help="where each result is kept as it is known (default: <out without .json>.journal.jsonl)"
+    )
     args = parser.parse_args(argv)
 
     budget_gib = args.budget_gib if args.budget_gib is not None else DEFAULT_BUDGET_GIB[args.device]
@@ -63,12 +78,23 @@ def main(argv: list[str] | None = None) -> int:
         threads=max(1, (os.cpu_count() or 1) // args.jobs),
     )
     tasks = load_tasks("kernelbench", level=args.levels)
+    out = Path(args.out)
+    journal_path = Path(args.journal) if args.journal else out.with_name(out.stem + ".journal.jsonl")
+    # What changes a result (not the threads: they follow --jobs and the host's cores).
+    header = {"levels": args.levels, **{k: v for k, v in asdict(settings).items() if k != "threads"}}
+    journal = Journal(journal_path, header)
+    known = {t.id: ValidationResult(**journal.get("result", t.id)) for t in tasks if journal.get("result", t.id)}
+    todo = [t for t in tasks if t.id not in known]
+    if known:
+        print(f"going on from {journal_path}: {len(known)} of {len(tasks)} results kept", flush=True)
 
     def progress(done, total, result):
-        print(f"[{done}/{total}] {result.task_id} {result.status} ({result.elapsed_s:.1f} s)", flush=True)
+        journal.put("result", result.task_id, asdict(result))
+        print(f"[{done + len(known)}/{len(tasks)}] {result.task_id} {result.status} ({result.elapsed_s:.1f} s)", flush=True)
 
     start_s = time.monotonic()
-    results = validate_tasks(tasks, settings, jobs=args.jobs, progress=progress)
+    fresh = {r.task_id: r for r in validate_tasks(todo, settings, jobs=args.jobs, progress=progress)}
+    results = [known.get(t.id) or fresh[t.id] for t in tasks]
     wall_s = time.monotonic() - start_s
     import torch
 
@@ -79,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}, "
         f"torch {torch.__version__}",
         "wall_s": round(wall_s, 1),
+        "results_from_journal": len(known),
         "levels": args.levels,
         "settings": asdict(settings),
         "summary": {
@@ -91,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "results": [asdict(r) for r in results],
     }
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    journal_path.unlink(missing_ok=True)  # the report is whole: nothing left to go on from
     print(json.dumps(report["summary"]))
     print(f"excluded: {[e['id'] for e in report['excluded']]}; report in {out}")
     return 0
