@@ -287,10 +287,19 @@ def attribute_device(events: Any) -> Attribution:
     kernel then read as the candidate's and torch.relu(x * s) beside a token kernel passed). Device
     time torch paired with no operator is the candidate's (its own launcher). Copies and fills are
     never compute. (The operators' own device times repeat their kernels' and must not be added to
-    them: summed together, a forward done wholly by ATen read as a library share of ~0.5.)"""
+    them: summed together, a forward done wholly by ATen read as a library share of ~0.5.)
+
+    A profiler range (`record_function`: kevin's own `kevin::ext::<name>` around each extension
+    call, or any the candidate opens) has a device-side shadow on CUDA, a `gpu_user_annotation`
+    spanning the work launched inside it: never work of its own (`is_annotation`). Counted as the
+    candidate's (session 38, H100: the winner of `kevin optimize` listed `kevin::ext::new_gelu_forward`
+    beside its kernel, at the kernel's time), it doubled the candidate's time and, around ATen work
+    inside an extension, matched the library's, so such a forward read as a share of ~0.5 (not
+    flagged) with its custom work all shadow (no `no_custom_kernel` either)."""
     from torch.autograd import DeviceType
 
     events = list(events)
+    ranges = {e.name for e in events if is_annotation(e)}  # either side marks it, as torch versions differ
     # torch appends a kernel to every unlinked host event whose id names its correlation. A runtime
     # call outside every operator (the runner's synchronize between traced calls) numbers its id in
     # CUDA's correlation space and may share an operator's, so the kernel is listed under both: the
@@ -308,9 +317,16 @@ def attribute_device(events: Any) -> Attribution:
         operators = [op for op in group if not str(getattr(op, "activity_type", None) or "").startswith(RUNTIME_ACTIVITIES)]
         readings = [_launcher_kind(op) for op in operators or group]
         kind, op_name = min(readings, key=lambda reading: LAUNCHER_PRIORITY.index(reading[0]))
+        # A range's own shadow is listed among its kernels when torch links the two: never work. (A
+        # kernel's name is its demangled signature, never a range's.)
+        own_ranges = {op.name for op in group} & ranges
+        kevins_copy = any(_within(op, INPUT_COPIES_RANGE) for op in operators or group)
         for kernel in group[0].kernels:
             us = float(kernel.duration)
-            if us <= 0:
+            if us <= 0 or kernel.name in own_ranges:
+                continue
+            if kevins_copy and (kernel.name.startswith(COPY_ACTIVITIES) or kind == "allowed"):
+                found.allowed_us += us  # the runner's copies of the inputs: not the candidate's table's
                 continue
             seen = paired_by_name.setdefault(kernel.name, [0.0, 0.0])
             seen[0] += 1
@@ -330,7 +346,7 @@ def attribute_device(events: Any) -> Attribution:
     # Copies torch paired with no operator are not counted at all: neither compute nor the candidate's.
     device_by_name: dict[str, list[float]] = {}
     for e in events:
-        if e.device_type == DeviceType.CUDA:
+        if e.device_type == DeviceType.CUDA and not is_annotation(e):
             entry = device_by_name.setdefault(e.name, [0.0, 0.0])
             entry[0] += 1
             entry[1] += float(e.time_range.end - e.time_range.start)
@@ -341,6 +357,40 @@ def attribute_device(events: Any) -> Attribution:
         if launches > paired_launches and not name.startswith(COPY_ACTIVITIES):
             found.add_kernel(name, "custom", max(us - paired_us, 0.0), launches - paired_launches)
     return found
+
+
+INPUT_COPIES_RANGE = "kevin::input_copies"
+"""The range around the runner's fresh copies of the inputs before each traced forward (`fresh_inputs`):
+their copies are left out of the kernel table, which is the candidate's (s38's `kevin optimize`
+report listed a 256 MB input's clone, a third of the winner's device time). Only copies and fills
+under it are: library or custom work a candidate opened such a range around counts as ever."""
+
+
+def fresh_inputs(inputs: list[Any]) -> list[Any]:
+    """Copies of the tensors of `inputs` (a forward may write its inputs), made inside
+    INPUT_COPIES_RANGE."""
+    import torch
+    from torch.profiler import record_function
+
+    with record_function(INPUT_COPIES_RANGE):
+        return [torch.clone(a) if isinstance(a, torch.Tensor) else a for a in inputs]
+
+
+def _within(op: Any, name: str) -> bool:
+    while op is not None:
+        if op.name == name:
+            return True
+        op = op.cpu_parent
+    return False
+
+
+def is_annotation(event: Any) -> bool:
+    """A profiler range (record_function) rather than work: torch marks both its host event and its
+    device-side shadow (`is_user_annotation`; kineto's activity type `gpu_user_annotation`). torch's
+    own device-time totals leave them out the same way."""
+    return bool(getattr(event, "is_user_annotation", False)) or "user_annotation" in str(
+        getattr(event, "activity_type", None) or ""
+    )
 
 
 def attribute_host(events: Any) -> Attribution:

@@ -28,6 +28,7 @@ torch::Tensor spin(torch::Tensor x, double scale);
 torch::Tensor device_assert(torch::Tensor x, double scale);
 torch::Tensor side_stream(torch::Tensor x, double scale);
 torch::Tensor side_stream_once(torch::Tensor x, double scale);
+torch::Tensor library_inside(torch::Tensor x, double scale);
 """
 
 CUDA_SRC = r"""
@@ -134,6 +135,13 @@ torch::Tensor side_stream_once(torch::Tensor x, double scale) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
 }
+
+torch::Tensor library_inside(torch::Tensor x, double scale) {
+    // ATen does the work from the extension's own C++, beside a token kernel of its own.
+    auto y = torch::relu(x * scale);
+    launch(x.narrow(0, 0, 1), scale, 1, c10::cuda::getCurrentCUDAStream());
+    return y;
+}
 """
 
 FUNCTIONS = [
@@ -144,6 +152,7 @@ FUNCTIONS = [
     "device_assert",
     "side_stream",
     "side_stream_once",
+    "library_inside",
 ]
 
 
@@ -244,12 +253,26 @@ def test_library_work_beside_a_token_kernel_is_flagged(task, config):
     assert {"library", "custom"} <= whose, result.checks["trace"]["kernels"]
 
 
+def test_library_work_inside_the_extensions_own_call_is_flagged(task, config):
+    """Session 38 (H100): kevin's range around each extension call has a device-side shadow spanning
+    the work inside it, which was counted as the candidate's: ATen inside the extension read as a
+    share of ~0.5 (not flagged), its custom time all shadow."""
+    result = evaluate(task, candidate("library_inside"), config)
+    trace = result.checks["trace"]
+    assert result.correct and "library_kernels" in result.flags and not result.passed, result.flags
+    assert trace["library_share"] > 0.9, trace
+    assert not any(row["name"].startswith("kevin::") for row in trace["kernels"]), trace["kernels"]
+
+
 def test_an_honest_kernels_trace_has_no_library_work(task, config):
     result = evaluate(task, candidate("scale_relu"), config)
     assert result.passed and result.checks["trace"]["library_share"] < 0.05, result.checks["trace"]
     assert result.checks["trace"]["custom_us"] > 0
     top = result.checks["trace"]["kernels"][0]
     assert "scale_relu" in top["name"] and top["whose"] == "custom" and top["us"] > 0, top
+    # Only the candidate's own work: no range's shadow, no copy of the runner's inputs (s38).
+    names = [row["name"] for row in result.checks["trace"]["kernels"]]
+    assert not [n for n in names if n.startswith(("kevin::", "Memcpy"))], result.checks["trace"]["kernels"]
 
 
 def test_wrong_cuda_candidate(task, config):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import types
 
+import pytest
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import Kernel
 
@@ -149,6 +150,59 @@ def test_a_kernel_launched_inside_a_compute_operator_is_library_work_whatever_is
     inner = _host(2, "aten::t", parent=outer)  # an allowed view, inside a compute operator
     found = probes.attribute_device(_paired([outer, inner, _kernel("gemm", inner, 30.0)]))
     assert found.library_ops == {"aten::linear": 30.0} and found.custom_us == 0.0
+
+
+def _aten_inside_the_extension(linked: bool, marked: str) -> list[_Op]:
+    """The extension's own C++ calls torch::relu(x * s) (60 us of ATen kernels) beside a 2 us token
+    kernel, all inside kevin's range `kevin::ext::forward`, whose device-side shadow (CUDA's
+    `gpu_user_annotation`) spans all three; `linked`: torch also lists the shadow among the range's
+    kernels; `marked`: how the shadow says what it is (torch's flag, or only its activity type)."""
+    forward = _host(1, "kevin::ext::forward")
+    forward.is_user_annotation = True
+    mul = _host(2, "aten::mul", parent=forward)
+    relu = _host(3, "aten::relu", parent=forward)
+    launch = _host(4, "cudaLaunchKernel", parent=forward)
+    launch.activity_type = "cuda_runtime"
+    shadow = _kernel("kevin::ext::forward", forward if linked else _host(99, "(never listed)"), 64.0)
+    if marked == "flag":
+        shadow.is_user_annotation = True
+    else:
+        shadow.activity_type = "gpu_user_annotation"
+    return _paired([
+        forward, mul, relu, launch,
+        _kernel("elementwise_mul", mul, 30.0), _kernel("elementwise_relu", relu, 30.0),
+        _kernel("token_kernel", launch, 2.0), shadow,
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["linked", "unlinked"])
+@pytest.mark.parametrize("marked", ["flag", "activity_type"])
+def test_a_ranges_device_shadow_is_not_the_candidates_work(linked, marked):
+    """Session 38 (H100, torch 2.11): the trace listed `kevin::ext::new_gelu_forward` as a custom
+    kernel at its kernel's time. Around ATen work inside the extension the shadow matched the
+    library's time, so the share read ~0.5 and was not flagged."""
+    found = probes.attribute_device(_aten_inside_the_extension(linked, marked))
+    assert found.library_us == 60.0 and found.custom_us == 2.0
+    assert found.share > probes.LIBRARY_SHARE_LIMIT
+    assert {name for name, _ in found.kernels} == {"elementwise_mul", "elementwise_relu", "token_kernel"}
+
+
+def test_the_runners_input_copies_stay_out_of_the_candidates_kernel_table():
+    """Session 38: the winner's table listed the runner's clone of a 256 MB input (`Memcpy DtoD`, a
+    third of its device time). Copies under kevin's range are left out; work under it is not."""
+    copies = _host(1, probes.INPUT_COPIES_RANGE)
+    clone = _host(2, "aten::clone", parent=copies)
+    copy = _host(3, "aten::copy_", parent=clone)
+    mm = _host(4, "aten::mm", parent=copies)  # a candidate's range of that name hides no library work
+    own_copy = _host(5, "aten::copy_")  # the candidate's own copy, outside the range
+    found = probes.attribute_device(_paired([
+        copies, clone, copy, mm, own_copy,
+        _kernel("Memcpy DtoD (Device -> Device)", copy, 170.0), _kernel("gemm", mm, 40.0),
+        _kernel("Memcpy DtoD (Device -> Device)", own_copy, 3.0),
+    ]))  # fmt: skip
+    table = {(row["name"], row["whose"]): row["us"] for row in probes.kernel_table(found)}
+    assert table == {("gemm", "library"): 40.0, ("Memcpy DtoD (Device -> Device)", "allowed"): 3.0}
+    assert found.library_ops == {"aten::mm": 40.0} and found.allowed_us == 173.0
 
 
 class _FakeProfile:

@@ -306,3 +306,24 @@ def test_kevin_profile_prints_the_summary_and_writes_the_raw_table(tmp_path, cap
     report = json.loads(capsys.readouterr().out)
     assert report["tool"] == "torch" and report["error"] == "" and report["summary"].startswith("Profile (")
     assert json.loads(raw.read_text())
+
+
+def test_the_gpu_table_lists_kernels_never_a_ranges_device_shadow():
+    """Session 38 (H100): the baseline's table in `kevin optimize`'s report listed the forward's own
+    range (`FORWARD_LABEL`) as a kernel at the forward's whole time, so the forward read twice as long."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from kevin.evaluator.profiling.target import FORWARD_LABEL, _torch_table
+
+    def row(key, device, us, **marks):
+        return SimpleNamespace(key=key, device_type=device, count=3, self_device_time_total=us, **marks)
+
+    events = [
+        row("gelu_kernel", DeviceType.CUDA, 300.0),
+        row(FORWARD_LABEL, DeviceType.CUDA, 310.0, is_user_annotation=True),
+        row("aten::gelu", DeviceType.CPU, 0.0),
+    ]
+    table = _torch_table(SimpleNamespace(key_averages=lambda: events), on_gpu=True)
+    assert table == [{"name": "gelu_kernel", "launches": 3, "total_ns": 300e3}]

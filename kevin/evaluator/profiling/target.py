@@ -10,7 +10,7 @@ inputs from `get_inputs()` under a fixed seed, runs `--warmup` forward calls unp
 `--forward-calls` profiled ones:
 
   ncu    between cudaProfilerStart and cudaProfilerStop (ncu runs with --profile-from-start off);
-  torch  inside torch.profiler; the per-name table (kernels on a GPU, ops on a CPU by self time,
+  torch  inside torch.profiler; the per-name table (kernels on a GPU, never profiler ranges; ops on a CPU by self time,
          the forward's own time, its extension calls, as `FORWARD_LABEL`) is written to `--out`
          as JSON: [{"name", "launches", "total_ns"}], longest first.
 
@@ -48,10 +48,14 @@ def _torch_table(profiler: Any, on_gpu: bool) -> list[dict[str, Any]]:
     so nested ops are not counted twice) on a CPU."""
     from torch.autograd import DeviceType
 
+    from kevin.evaluator.probes import is_annotation
+
     rows = []
     for event in profiler.key_averages():
         if on_gpu:
-            if getattr(event, "device_type", None) != DeviceType.CUDA:
+            # A range's device-side shadow (FORWARD_LABEL's among them) spans kernels already listed:
+            # session 38's report counted the baseline's forward twice through it.
+            if getattr(event, "device_type", None) != DeviceType.CUDA or is_annotation(event):
                 continue
             total_us = getattr(event, "self_device_time_total", None)
             if total_us is None:

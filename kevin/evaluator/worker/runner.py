@@ -220,11 +220,10 @@ class Runner:
     def trace(self, message: dict[str, Any]) -> dict[str, Any]:
         from kevin.evaluator import probes
 
-        torch = self.torch
         inputs = self._draw(int(message["seed"]), None)
         try:
             trace = probes.trace_forward(
-                lambda: self.model(*[torch.clone(a) if isinstance(a, torch.Tensor) else a for a in inputs]),
+                lambda: self.model(*probes.fresh_inputs(inputs)),
                 self.is_cuda,
                 self._sync,
                 self.modules,
