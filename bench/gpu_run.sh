@@ -24,8 +24,8 @@
 #               small tasks), the candidate's trace after its timing off and on (FETCH_VARIABLE=trace;
 #               `profiler`: the control's profiler warm-up, s37: not the cause), after a warm-up
 #               pass, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
-#   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives and hygiene journal, to go on from
-#               them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS, default 4)
+#   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives and hygiene journal, to go on
+#               from them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS: 4)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
@@ -134,7 +134,8 @@ if has tasks; then
   hygiene=kernelbench_hygiene_cuda
   [ -f "$from/$hygiene.journal.jsonl" ] && cp "$from/$hygiene.journal.jsonl" "$OUT/"
   [ -f "$OUT/generated_s0/manifest.json" ] || step_limit python3 -m kevin tasks generate --n 100 --seed 0 \
-    --size large --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/generated_s0" > "$OUT/tasks_generate.log" 2>&1
+    --size large --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/generated_s0" \
+    > "$OUT/tasks_generate.log" 2>&1
   [ -f "$OUT/kernelbench_large/manifest.json" ] || step_limit python3 -m kevin tasks enlarge --levels 1 2 \
     --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
   # Its journal ($hygiene.journal.jsonl, beside the report until the report is whole) comes back too.
@@ -176,7 +177,9 @@ has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log";
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 has triton && { echo "== adversarial (triton)"; tail -20 "$OUT/adversarial_triton.log"; }
 has fetch && { echo "== fetch A/B"; tail -5 "$OUT/fetch_ab.log"; }
-has tasks && for f in generate enlarge hygiene; do echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log" 2>/dev/null; done
+has tasks && for f in generate enlarge hygiene; do
+  echo "== tasks $f"; tail -8 "$OUT/tasks_$f.log" 2>/dev/null
+done
 has search && for f in bench optimize; do echo "== search $f"; tail -12 "$OUT/search_$f.log"; done
 has learning && { echo "== learning run"; tail -30 "$OUT/learning_run.log"; }
 exit 0

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-gib", type=float, default=None)
     parser.add_argument("--out", required=True, help="the JSON report to write")
     parser.add_argument(
-        "--journal", help="where each result is kept as it is known (default: <out without .json>.journal.jsonl)"
+        "--journal", help="where each result is kept as it is known (default: <out's stem>.journal.jsonl)"
     )
     args = parser.parse_args(argv)
 
@@ -83,14 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     # What changes a result (not the threads: they follow --jobs and the host's cores).
     header = {"levels": args.levels, **{k: v for k, v in asdict(settings).items() if k != "threads"}}
     journal = Journal(journal_path, header)
-    known = {t.id: ValidationResult(**journal.get("result", t.id)) for t in tasks if journal.get("result", t.id)}
+    saved = {t.id: journal.get("result", t.id) for t in tasks}
+    known = {task_id: ValidationResult(**row) for task_id, row in saved.items() if row}
     todo = [t for t in tasks if t.id not in known]
     if known:
         print(f"going on from {journal_path}: {len(known)} of {len(tasks)} results kept", flush=True)
 
     def progress(done, total, result):
         journal.put("result", result.task_id, asdict(result))
-        print(f"[{done + len(known)}/{len(tasks)}] {result.task_id} {result.status} ({result.elapsed_s:.1f} s)", flush=True)
+        line = f"{result.task_id} {result.status} ({result.elapsed_s:.1f} s)"
+        print(f"[{done + len(known)}/{len(tasks)}] {line}", flush=True)
 
     start_s = time.monotonic()
     fresh = {r.task_id: r for r in validate_tasks(todo, settings, jobs=args.jobs, progress=progress)}

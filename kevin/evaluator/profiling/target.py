@@ -10,9 +10,9 @@ inputs from `get_inputs()` under a fixed seed, runs `--warmup` forward calls unp
 `--forward-calls` profiled ones:
 
   ncu    between cudaProfilerStart and cudaProfilerStop (ncu runs with --profile-from-start off);
-  torch  inside torch.profiler; the per-name table (kernels on a GPU, never profiler ranges; ops on a CPU by self time,
-         the forward's own time, its extension calls, as `FORWARD_LABEL`) is written to `--out`
-         as JSON: [{"name", "launches", "total_ns"}], longest first.
+  torch  inside torch.profiler; the per-name table (kernels on a GPU, never profiler ranges; ops on a
+         CPU by self time, the forward's own time, its extension calls, as `FORWARD_LABEL`) is
+         written to `--out` as JSON: [{"name", "launches", "total_ns"}], longest first.
 
 Exit codes: 0 done; 3 the candidate failed (the message is the last stderr line); 2 bad usage.
 

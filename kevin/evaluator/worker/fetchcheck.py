@@ -70,5 +70,7 @@ def fetch_checks(
             "timed": [round(ns / 1e6, 4) for ns in copy_ns.values()],
         },
     }
-    allowed_ms = max(CALL_SHARE * call_median_ms, FETCH_CLEAN_MARGIN[signalling] * clean_ms, FETCH_FLOOR_MS[signalling])
+    allowed_ms = max(
+        CALL_SHARE * call_median_ms, FETCH_CLEAN_MARGIN[signalling] * clean_ms, FETCH_FLOOR_MS[signalling]
+    )
     return checks, excess_ms > allowed_ms

@@ -293,7 +293,7 @@ class TimingStage:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
         if flag and record.fetch_ns:
             checks, deferred = fetchcheck.fetch_checks(
-                record.fetch_ns, record.copy_ns, overhead, stats.median_ms, "spin" if self.is_cuda else "block"
+                record.fetch_ns, record.copy_ns, overhead, stats.median_ms, "spin" if self.is_cuda else "block",
             )
             self.checks.update(checks)
             if deferred:
