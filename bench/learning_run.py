@@ -122,7 +122,13 @@ def toy_rl() -> TrainConfig:
 
 
 def plan_family(
-    seed: int, train_tasks: int, heldout_tasks: int, rl_tasks: int, *, toy: bool = False
+    seed: int,
+    train_tasks: int,
+    heldout_tasks: int,
+    rl_tasks: int,
+    *,
+    toy: bool = False,
+    constant_pool: str = "narrow",
 ) -> tuple[list[families.TaskSpec], list[str]]:
     """The run's family specs (the toy's fixed counts with `toy`) and the ids of its RL-only tasks
     (training combinations kept out of the warm-start corpus); bench/sft_constants.py uses it too."""
@@ -131,6 +137,7 @@ def plan_family(
         seed,
         train_counts=TOY_TRAIN if toy else families.train_counts(train_tasks, held),
         heldout_counts=held,
+        constant_pool=constant_pool,
     )
     return specs, families.rl_only_ids(specs, rl_tasks, seed) if rl_tasks else []
 
@@ -222,10 +229,15 @@ class LearningRun:
             )
         if not self.resuming:
             specs, rl_ids = plan_family(
-                self.args.seed, self.args.train_tasks, self.args.heldout_tasks, rl_only, toy=not full
+                self.args.seed,
+                self.args.train_tasks,
+                self.args.heldout_tasks,
+                rl_only,
+                toy=not full,
+                constant_pool=self.args.constant_pool,
             )
             size = "large" if self.args.backend == "cuda" else "small"
-            families.write_family(directory, specs, size=size)
+            families.write_family(directory, specs, size=size, constant_pool=self.args.constant_pool)
             if rl_ids:
                 split = {"train": rl_ids, "holdout": [s.task_id for s in specs if s.heldout]}
                 (directory / RL_SPLIT_FILE).write_text(json.dumps(split, indent=2) + "\n", encoding="utf-8")
@@ -425,6 +437,7 @@ class LearningRun:
             length_cap=self.args.length_cap,
             seed=self.args.seed,
             one_shot=one_shot,
+            constant_pool=families.read_constant_pool(family_dir),
         )
         self.phase("family+corpus", since)
         since = time.monotonic()
@@ -437,6 +450,7 @@ class LearningRun:
         self.record["corpus"] = {
             **stats,
             "constant_draws": self.args.constant_draws,
+            "constant_pool": families.read_constant_pool(family_dir),
             "length_cap": self.args.length_cap,
             "one_shot": one_shot,
         }
@@ -559,6 +573,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--carry-out",
         metavar="DIR",
         help="at the end, write the work folder as parts for a later session (bench/learning_carry.py)",
+    )
+    parser.add_argument(
+        "--constant-pool",
+        choices=families.CONSTANT_POOLS,
+        default="narrow",
+        help="the family's constants per op: narrow (3-5, sessions 10-37) or wide (30-60: a constant is "
+        "right only when copied from the prompt; kevin.train.family.WIDE_CONSTANTS)",
     )
     parser.add_argument("--scale", choices=("full", "toy"), default="full", help="toy: the CPU dry run")
     parser.add_argument("--backend", choices=("cuda", "cpp"), default="cuda")

@@ -77,6 +77,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"copies of each training task with other draws of its constants (default "
         f"{corpora.CONSTANT_DRAWS}, the learning run's)",
     )
+    parser.add_argument(
+        "--constant-pool",
+        choices=families.CONSTANT_POOLS,
+        default="narrow",
+        help="the family's constants per op (kevin.train.family.CONSTANT_POOLS; default narrow, the run's)",
+    )
     parser.add_argument("--work", default="/tmp/kevin-sft-constants", help="family and checkpoints (large)")
     args = parser.parse_args(argv)
     try:
@@ -94,8 +100,10 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
     """The learning run's family and corpora (bench/learning_run.py's phases, its defaults)."""
     from kevin.train.presets import preset
 
-    specs, rl_ids = plan_family(args.seed, args.train_tasks, args.heldout_tasks, args.rl_tasks)
-    families.write_family(work / "family", specs, size="large")
+    specs, rl_ids = plan_family(
+        args.seed, args.train_tasks, args.heldout_tasks, args.rl_tasks, constant_pool=args.constant_pool
+    )
+    families.write_family(work / "family", specs, size="large", constant_pool=args.constant_pool)
     specs, train, heldout = families.load_family(work / "family")
     kept_out = set(rl_ids)
     train = [task for task in train if task.id not in kept_out]
@@ -105,6 +113,7 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
         train,
         "cuda",
         constant_draws=args.constant_draws,
+        constant_pool=args.constant_pool,
         length_cap=corpora.LENGTH_CAP,
         seed=args.seed,
         one_shot=one_shot,

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from kevin.rl.prompts import DEFAULT_TEMPLATES, build_prompt, without_example
 from kevin.tasks import BUNDLED_SIZES, Task, with_size
-from kevin.train.family import OPS, TaskSpec
+from kevin.train.family import OPS, TaskSpec, constant_choices
 from kevin.train.kernels import LABELS, Variant, variants
 from kevin.train.kernels.common import op_line_patterns
 
@@ -111,10 +112,12 @@ def build_corpus(
     length_cap: int = 1,
     seed: int = 0,
     one_shot: bool = True,
+    constant_pool: str = "narrow",
 ) -> list[Sample]:
     """One sample per variant of every task in `tasks` (matched to `specs` by id) with a label in
     `labels`, in task order, `constant_draws` times: the task as written, then other draws of its
-    constants (`constant_draws_of`; repeated in turn when it has fewer). With `length_cap` > 1, a
+    constants from `constant_pool`, the family's (`constant_draws_of`, kevin.train.family.
+    read_constant_pool; repeated in turn when it has fewer). With `length_cap` > 1, a
     task's copies are also multiplied by its chain length's `length_repeats`. `one_shot`: the
     prompts carry the one-shot example, as the RL run's must (`RolloutConfig.one_shot`)."""
     wanted = set(labels)
@@ -132,7 +135,7 @@ def build_corpus(
     repeats = length_repeats([spec for spec, _ in paired], length_cap)
     for spec, task in paired:
         copies = constant_draws * repeats[spec.task_id]
-        drawn = constant_draws_of(spec, task, copies, rng)
+        drawn = constant_draws_of(spec, task, copies, rng, constant_pool)
         # Every task weighs `copies`, whatever its constants: a task with fewer assignments repeats
         # them, so the draws change which constants are taught, not how often each chain is (s15's
         # start, whose constant-bearing chains came up to 3x as often as the rest, appended ops to
@@ -168,21 +171,42 @@ def length_repeats(specs: Sequence[TaskSpec], cap: int) -> dict[str, int]:
     }
 
 
+def _other_assignments(
+    choices: list[tuple], own: tuple, count: int, rng: random.Random
+) -> list[tuple]:
+    """Up to `count` assignments of `choices` (one per op) other than `own`, without replacement. Few
+    enough to list (the narrow pool: the draws of every corpus written before pools), all of them
+    sampled; otherwise (the wide pool: up to 60^3 per chain) drawn one op at a time until `count`
+    distinct ones are found."""
+    total = math.prod(len(c) for c in choices)
+    if total <= 4096:
+        others = [combo for combo in itertools.product(*choices) if combo != own]
+        return rng.sample(others, min(count, len(others)))
+    found: list[tuple] = []
+    while len(found) < min(count, total - 1):
+        combo = tuple(rng.choice(c) for c in choices)
+        if combo != own and combo not in found:
+            found.append(combo)
+    return found
+
+
 def constant_draws_of(
-    spec: TaskSpec, task: Task, count: int, rng: random.Random
+    spec: TaskSpec, task: Task, count: int, rng: random.Random, constant_pool: str = "narrow"
 ) -> list[tuple[TaskSpec, Task]]:
     """(spec, task) as written, then up to `count` - 1 other assignments of its ops' constants drawn
     without replacement from the ops' choices (fewer when the ops have fewer; none for ops without a
     constant), each as a spec and a task at the size `task` was written at (same id: a corpus
     sample names the task it teaches)."""
     own = tuple(c for _, c in spec.ops)
-    choices = [OPS[name].constants or (None,) for name, _ in spec.ops]
-    others = [combo for combo in itertools.product(*choices) if combo != own]
+    choices = [constant_choices(name, constant_pool) or (None,) for name, _ in spec.ops]
     size = _written_size(spec, task)
-    if count == 1 or not others or size is None:
+    if count == 1 or size is None:
+        return [(spec, task)]
+    others = _other_assignments(choices, own, count - 1, rng)
+    if not others:
         return [(spec, task)]
     drawn = []
-    for combo in rng.sample(others, min(count - 1, len(others))):
+    for combo in others:
         other = dataclasses.replace(spec, ops=tuple((name, c) for (name, _), c in zip(spec.ops, combo)))
         source = with_size(other.source(), size)
         drawn.append((other, Task.from_source(

@@ -149,6 +149,28 @@ OPS: dict[str, Op] = {
 }
 
 
+CONSTANT_POOLS = ("narrow", "wide")
+"""Where tasks' constants are drawn from. `narrow`: each op's few `Op.constants` (3-5). `wide`: ~30-60
+values per op (`WIDE_CONSTANTS`), so that a model which recalls an op's usual constant instead of
+copying the prompt's is almost always wrong: with 3-5 values a guess is right a third to a fifth of
+the time, and the CPU warm start's share of constants copied (0.32 at 800 steps, session 31) was
+hardly above that."""
+WIDE_CONSTANTS: dict[str, tuple[float, ...]] = {
+    "scale": tuple(round(0.05 * k, 2) for k in range(1, 61) if k != 20),  # 0.05 .. 3.0, never 1.0
+    "bias": tuple(round(sign * 0.05 * k, 2) for k in range(1, 31) for sign in (1, -1)),  # +-0.05 .. +-1.5
+    "leaky": tuple(round(0.01 * k, 2) for k in range(1, 31)),  # 0.01 .. 0.3
+}
+
+
+def constant_choices(name: str, pool: str = "narrow") -> tuple[float, ...]:
+    """The constants op `name` may take in `pool` (CONSTANT_POOLS); empty for an op without one."""
+    if pool not in CONSTANT_POOLS:
+        raise UsageError(f"constant pool {pool!r}: use one of {', '.join(CONSTANT_POOLS)}")
+    if pool == "wide" and OPS[name].constants:
+        return WIDE_CONSTANTS[name]
+    return OPS[name].constants
+
+
 def c_float(value: float) -> str:
     """A C float literal: 1.5 -> `1.5f`, -0.2 -> `-0.2f`."""
     return f"{value!r}f"
@@ -352,8 +374,8 @@ def _signatures(kind: str, rng: random.Random, train: int, heldout: int) -> tupl
     return training, held
 
 
-def _constant(rng: random.Random, name: str) -> float | None:
-    choices = OPS[name].constants
+def _constant(rng: random.Random, name: str, pool: str) -> float | None:
+    choices = constant_choices(name, pool)
     return rng.choice(choices) if choices else None
 
 
@@ -362,9 +384,12 @@ def generate_family(
     *,
     train_counts: dict[str, int] | None = None,
     heldout_counts: dict[str, int] | None = None,
+    constant_pool: str = "narrow",
 ) -> list[TaskSpec]:
     """The family for `seed`: training tasks first, then held-out ones, numbered from 1. The same
-    seed and counts always give the same specs."""
+    seed, counts and `constant_pool` (CONSTANT_POOLS) always give the same specs; the narrow pool's
+    are those of every family written before the wide one existed."""
+    constant_choices("scale", constant_pool)  # a bad pool is a UsageError before anything is drawn
     train_counts = dict(TRAIN_COUNTS if train_counts is None else train_counts)
     heldout_counts = dict(HELDOUT_COUNTS if heldout_counts is None else heldout_counts)
     unknown = sorted((set(train_counts) | set(heldout_counts)) - set(KINDS))
@@ -382,7 +407,7 @@ def generate_family(
             TaskSpec(
                 number=number,
                 kind=kind,
-                ops=tuple((name, _constant(rng, name)) for name in chain),
+                ops=tuple((name, _constant(rng, name, constant_pool)) for name in chain),
                 reduce=reduce,
                 shape=rng.choice(SHAPES[kind]),
                 small_shape=rng.choice(SMALL_SHAPES),
@@ -416,9 +441,12 @@ def rl_only_ids(specs: Sequence[TaskSpec], count: int, seed: int = 0) -> list[st
     return [spec.task_id for spec in specs if spec.task_id in chosen]
 
 
-def write_family(directory: str | Path, specs: Sequence[TaskSpec], *, size: str = "large") -> Path:
+def write_family(
+    directory: str | Path, specs: Sequence[TaskSpec], *, size: str = "large", constant_pool: str = "narrow"
+) -> Path:
     """The problem files at `size`, `split.json` and `family.json` in `directory` (created; files of
-    another family there are an error)."""
+    another family there are an error). `constant_pool`: the pool `specs` were drawn from, recorded
+    for the corpus's other draws (`read_constant_pool`)."""
     from kevin.tasks import with_size
 
     directory = Path(directory)
@@ -435,7 +463,7 @@ def write_family(directory: str | Path, specs: Sequence[TaskSpec], *, size: str 
         "holdout": [s.task_id for s in specs if s.heldout],
     }
     (directory / SPLIT_FILE).write_text(json.dumps(split, indent=2) + "\n", encoding="utf-8")
-    record = {"size": size, "tasks": [s.to_dict() for s in specs]}
+    record = {"size": size, "constant_pool": constant_pool, "tasks": [s.to_dict() for s in specs]}
     (directory / SPEC_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return directory
 
@@ -454,6 +482,14 @@ def read_family(directory: str | Path) -> list[TaskSpec]:
     return [TaskSpec.from_dict(item) for item in data["tasks"]]
 
 
+def read_constant_pool(directory: str | Path) -> str:
+    """The constant pool a written family was drawn from (`narrow` for one written before pools)."""
+    data = json.loads((Path(directory) / SPEC_FILE).read_text(encoding="utf-8"))
+    pool = data.get("constant_pool", "narrow")
+    constant_choices("scale", pool)
+    return pool
+
+
 def load_family(directory: str | Path):
     """(specs, train tasks, held-out tasks) of a written family, loaded through kevin.tasks."""
     from kevin.tasks import load_tasks, split_from_file
@@ -468,8 +504,9 @@ def load_family(directory: str | Path):
 
 
 def _run(args: argparse.Namespace) -> int:
-    specs = generate_family(args.seed, train_counts=train_counts(args.train_tasks))
-    directory = write_family(args.out, specs, size=args.size)
+    counts = train_counts(args.train_tasks)
+    specs = generate_family(args.seed, train_counts=counts, constant_pool=args.constant_pool)
+    directory = write_family(args.out, specs, size=args.size, constant_pool=args.constant_pool)
     held = [s for s in specs if s.heldout]
     print(
         f"kevin family: {len(specs) - len(held)} training and {len(held)} held-out tasks ({args.size}) in {directory}"
@@ -501,5 +538,11 @@ def register_commands(subparsers) -> None:
         choices=("small", "large"),
         default="large",
         help="input size: large (GPU, default) or small (CPU)",
+    )
+    parser.add_argument(
+        "--constant-pool",
+        choices=CONSTANT_POOLS,
+        default="narrow",
+        help="constants per op: narrow (3-5, default) or wide (30-60: copying the prompt's is the only way)",
     )
     parser.set_defaults(run=_run)

@@ -292,3 +292,42 @@ def test_cpp_variants_are_right_or_wrong_as_labelled(family, tmp_path):
     finally:
         evaluator.close()
     assert not mismatched
+
+
+def test_a_wide_pools_family_and_corpus_copy_constants_only_from_the_prompt(tmp_path):
+    """`constant_pool="wide"`: ~30-60 constants an op, so a recalled constant is almost always wrong.
+    The family's constants and every other draw of the corpus come from the wide pool, the pool is
+    recorded with the family, and the copying score still finds each constant."""
+    from kevin.train.corpus import constant_spans
+    from kevin.train.family import WIDE_CONSTANTS, constant_choices, read_constant_pool
+
+    specs = generate_family(0, constant_pool="wide")
+    write_family(tmp_path, specs, size="small", constant_pool="wide")
+    assert read_constant_pool(tmp_path) == "wide"
+    specs, train, _ = load_family(tmp_path)
+    drawn = [c for spec in specs for name, c in spec.ops if c is not None]
+    assert all(c in WIDE_CONSTANTS[name] for spec in specs for name, c in spec.ops if c is not None)
+    assert len(set(drawn)) > len(set(OPS["scale"].constants + OPS["bias"].constants + OPS["leaky"].constants))
+    by_id = {s.task_id: s for s in specs}
+    samples = build_corpus(specs, train, "cuda", constant_draws=3, seed=1, constant_pool="wide")
+    for task in train:
+        spec = by_id[task.id]
+        every = constant_draws_of(spec, task, 3, random.Random(0), "wide")
+        assert len({_constants(d) for d, _ in every}) == len(every)
+        for other, _ in every:
+            assert all(c is None or c in constant_choices(name, "wide") for name, c in other.ops)
+    with_constants = [s for s in samples if s.label == "honest" and any(c for _, c in by_id[s.task_id].ops)]
+    assert with_constants and all(constant_spans(s.completion) for s in with_constants)
+
+
+def test_the_narrow_pool_is_every_earlier_familys(tmp_path):
+    from kevin.errors import UsageError
+    from kevin.train.family import SPEC_FILE, read_constant_pool
+
+    assert generate_family(3) == generate_family(3, constant_pool="narrow")
+    write_family(tmp_path, generate_family(3), size="small")
+    record = (tmp_path / SPEC_FILE).read_text()
+    (tmp_path / SPEC_FILE).write_text(record.replace('"constant_pool": "narrow", ', ""))  # written before pools
+    assert read_constant_pool(tmp_path) == "narrow"
+    with pytest.raises(UsageError, match="constant pool"):
+        generate_family(0, constant_pool="huge")
