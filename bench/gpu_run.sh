@@ -25,7 +25,8 @@
 #               `profiler`: the control's profiler warm-up, s37: not the cause), after a warm-up
 #               pass, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
 #   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives and hygiene journal, to go on
-#               from them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS: 4)
+#               from them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS: 4;
+#               TASKS_STEPS: which of "generate enlarge hygiene" to run, default all three)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
 #               (kevin tasks enlarge, needs .kb), the hygiene report over L1-L3
@@ -133,14 +134,17 @@ if has tasks; then
   done
   hygiene=kernelbench_hygiene_cuda
   [ -f "$from/$hygiene.journal.jsonl" ] && cp "$from/$hygiene.journal.jsonl" "$OUT/"
-  [ -f "$OUT/generated_s0/manifest.json" ] || step_limit python3 -m kevin tasks generate --n 100 --seed 0 \
+  parts=" ${TASKS_STEPS:-generate enlarge hygiene} "
+  [[ "$parts" != *" generate "* ]] || [ -f "$OUT/generated_s0/manifest.json" ] || step_limit python3 -m kevin \
+    tasks generate --n 100 --seed 0 \
     --size large --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/generated_s0" \
     > "$OUT/tasks_generate.log" 2>&1
-  [ -f "$OUT/kernelbench_large/manifest.json" ] || step_limit python3 -m kevin tasks enlarge --levels 1 2 \
+  [[ "$parts" != *" enlarge "* ]] || [ -f "$OUT/kernelbench_large/manifest.json" ] || step_limit python3 -m kevin \
+    tasks enlarge --levels 1 2 \
     --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
   # Its journal ($hygiene.journal.jsonl, beside the report until the report is whole) comes back too.
-  step_limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda --jobs "${HYGIENE_JOBS:-4}" \
-    --out "$OUT/$hygiene.json" > "$OUT/tasks_hygiene.log" 2>&1
+  [[ "$parts" != *" hygiene "* ]] || step_limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 \
+    --device cuda --jobs "${HYGIENE_JOBS:-4}" --out "$OUT/$hygiene.json" > "$OUT/tasks_hygiene.log" 2>&1
   # A call returns at most ~8 files: the task folders come back as one archive each.
   for d in generated_s0 kernelbench_large; do
     [ -d "$OUT/$d" ] && tar czf "$OUT/$d.tgz" -C "$OUT" "$d" && rm -rf "${OUT:?}/$d"
