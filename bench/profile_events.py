@@ -1,4 +1,4 @@
-"""Dump the profiler's event structure on this machine's GPU: what kevin.evaluator.probes.attribute_device
+"""Dump the profiler's event structure on this machine's GPU: what kevin.evaluator.attribution.attribute_device
 reads (ids, linked correlation ids, activity types) for torch.relu(x * s) called three times with a
 device synchronize between calls, as the runner's trace does. One line per event; then the
 attribution kevin makes of it.
@@ -12,7 +12,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from kevin.evaluator import probes
+from kevin.evaluator import attribution
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         linked = str(getattr(e, "linked_correlation_id", "-"))
         kernels = [k.name[:24] for k in getattr(e, "kernels", [])]
         print(f"{device:6s} {e.id:6d} {linked:>6s} {activity:18s} {parent[:28]:28s} {e.name[:60]} {kernels or ''}")
-    found = probes.attribute_device(events)
+    found = attribution.attribute_device(events)
     print(f"attribution: library {found.library_ops}, custom {found.custom_us:.1f} us, allowed {found.allowed_us:.1f} us")
 
 

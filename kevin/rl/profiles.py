@@ -4,7 +4,7 @@ When `EpisodeConfig.profile_feedback` is on, the episode calls `with_profiles` o
 of a turn is in. Each passed kernel's summary comes from a `Profiler`; the default,
 `trace_profiler`, reads the evaluation's own trace: the judge's dynamic library check already ran
 the candidate's forward under torch.profiler in its confined runner, outside the timed region, and
-kept its heaviest kernels (`checks.trace.kernels`, kevin.evaluator.probes.kernel_table). So the
+kept its heaviest kernels (`checks.trace.kernels`, kevin.evaluator.attribution.kernel_table). So the
 default costs nothing, runs no candidate code again and nothing outside the sandbox. It gives
 kernel names, launches and times per forward, and whose each is (the candidate's own, or library
 work); it has no hardware counters.
@@ -26,7 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
-from kevin.evaluator.probes import traced_kernels
+from kevin.evaluator.attribution import traced_kernels
 from kevin.evaluator.profiling.summary import MIN_CHARS as MIN_PROFILE_CHARS
 from kevin.evaluator.profiling.summary import KernelStats, short_name, summarize
 from kevin.evaluator.result import EvalResult, truncate_middle

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kevin.evaluator.probes import traced_kernels
+from kevin.evaluator.attribution import traced_kernels
 from kevin.evaluator.profiling.summary import short_name
 from kevin.tasks import Task
 

@@ -10,7 +10,7 @@ import pytest
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import Kernel
 
-from kevin.evaluator import probes
+from kevin.evaluator import attribution, probes
 from kevin.evaluator.result import BLOCKING_FLAGS, EvalResult
 
 
@@ -99,7 +99,7 @@ def _library_gemm_with_token_kernel() -> list[_Op]:
 def test_device_work_is_counted_once_and_given_to_the_operator_that_launched_it():
     # Regression (issue #14, H200): operator and kernel events were both summed, so a forward done
     # by ATen topped out near a share of 0.5 and a token kernel beside torch.mm passed.
-    found = probes.attribute_device(_library_gemm_with_token_kernel())
+    found = attribution.attribute_device(_library_gemm_with_token_kernel())
     assert found.library_us == 100.0 and found.custom_us == 5.0
     assert found.allowed_us == 52.0  # the fill and the copy: not compute, not the candidate's
     assert found.library_ops == {"aten::mm": 100.0}
@@ -111,7 +111,7 @@ def test_a_runtime_call_whose_id_collides_with_an_operators_is_not_taken_for_the
     launch = _host(5, "cudaLaunchKernel")  # CUDA's correlation space: its own 5, linked to op 5
     launch.linked_correlation_id = 5
     mm = _host(5, "aten::mm", parent=forward)
-    found = probes.attribute_device(_paired([mm, forward, _kernel("gemm", mm, 40.0), launch]))
+    found = attribution.attribute_device(_paired([mm, forward, _kernel("gemm", mm, 40.0), launch]))
     assert found.library_ops == {"aten::mm": 40.0}
 
 
@@ -130,25 +130,25 @@ def test_an_unlinked_runtime_call_with_an_operators_id_does_not_hide_the_operato
     events = [forward, mul, relu, sync_a, sync_b]
     events = _paired(events + [_kernel("elementwise_mul", mul, 30.0), _kernel("elementwise_relu", relu, 30.0), _kernel("token", forward, 2.0)])
     assert sync_a.kernels and sync_b.kernels  # torch lists the kernels under the colliding calls too
-    found = probes.attribute_device(events)
+    found = attribution.attribute_device(events)
     assert found.library_ops == {"aten::mul": 30.0, "aten::relu": 30.0} and found.custom_us == 2.0
     # Without an activity type (older torch), a compute operator sharing the id still wins.
     del sync_a.activity_type, sync_b.activity_type
-    assert probes.attribute_device(events).library_ops == {"aten::mul": 30.0, "aten::relu": 30.0}
+    assert attribution.attribute_device(events).library_ops == {"aten::mul": 30.0, "aten::relu": 30.0}
 
 
 def test_device_time_torch_paired_with_no_operator_is_the_candidates():
     """A kernel launched by the candidate's own launcher (triton, a raw driver call) has no operator."""
     mm = _host(2, "aten::mm")
     orphan = _kernel("triton_poi_fused", _host(77, "(never listed)"), 12.0)
-    found = probes.attribute_device(_paired([mm, _kernel("gemm", mm, 40.0), orphan]))
+    found = attribution.attribute_device(_paired([mm, _kernel("gemm", mm, 40.0), orphan]))
     assert found.library_ops == {"aten::mm": 40.0} and found.custom_us == 12.0
 
 
 def test_a_kernel_launched_inside_a_compute_operator_is_library_work_whatever_is_inside():
     outer = _host(1, "aten::linear")
     inner = _host(2, "aten::t", parent=outer)  # an allowed view, inside a compute operator
-    found = probes.attribute_device(_paired([outer, inner, _kernel("gemm", inner, 30.0)]))
+    found = attribution.attribute_device(_paired([outer, inner, _kernel("gemm", inner, 30.0)]))
     assert found.library_ops == {"aten::linear": 30.0} and found.custom_us == 0.0
 
 
@@ -181,7 +181,7 @@ def test_a_ranges_device_shadow_is_not_the_candidates_work(linked, marked):
     """Session 38 (H100, torch 2.11): the trace listed `kevin::ext::new_gelu_forward` as a custom
     kernel at its kernel's time. Around ATen work inside the extension the shadow matched the
     library's time, so the share read ~0.5 and was not flagged."""
-    found = probes.attribute_device(_aten_inside_the_extension(linked, marked))
+    found = attribution.attribute_device(_aten_inside_the_extension(linked, marked))
     assert found.library_us == 60.0 and found.custom_us == 2.0
     assert found.share > probes.LIBRARY_SHARE_LIMIT
     assert {name for name, _ in found.kernels} == {"elementwise_mul", "elementwise_relu", "token_kernel"}
@@ -190,17 +190,17 @@ def test_a_ranges_device_shadow_is_not_the_candidates_work(linked, marked):
 def test_the_runners_input_copies_stay_out_of_the_candidates_kernel_table():
     """Session 38: the winner's table listed the runner's clone of a 256 MB input (`Memcpy DtoD`, a
     third of its device time). Copies under kevin's range are left out; work under it is not."""
-    copies = _host(1, probes.INPUT_COPIES_RANGE)
+    copies = _host(1, attribution.INPUT_COPIES_RANGE)
     clone = _host(2, "aten::clone", parent=copies)
     copy = _host(3, "aten::copy_", parent=clone)
     mm = _host(4, "aten::mm", parent=copies)  # a candidate's range of that name hides no library work
     own_copy = _host(5, "aten::copy_")  # the candidate's own copy, outside the range
-    found = probes.attribute_device(_paired([
+    found = attribution.attribute_device(_paired([
         copies, clone, copy, mm, own_copy,
         _kernel("Memcpy DtoD (Device -> Device)", copy, 170.0), _kernel("gemm", mm, 40.0),
         _kernel("Memcpy DtoD (Device -> Device)", own_copy, 3.0),
     ]))  # fmt: skip
-    table = {(row["name"], row["whose"]): row["us"] for row in probes.kernel_table(found)}
+    table = {(row["name"], row["whose"]): row["us"] for row in attribution.kernel_table(found)}
     assert table == {("gemm", "library"): 40.0, ("Memcpy DtoD (Device -> Device)", "allowed"): 3.0}
     assert found.library_ops == {"aten::mm": 40.0} and found.allowed_us == 173.0
 
@@ -352,8 +352,8 @@ def test_the_kernel_table_names_each_kernel_once_with_whose_it_is():
     """For the profile feedback (kevin.rl.profiles): every device kernel by name, launches and time,
     library work marked, the orphan kernel the candidate's, copies allowed."""
     events = _library_gemm_with_token_kernel() + _paired([_kernel("triton_poi_fused", _host(77, "(never listed)"), 12.0)])
-    found = probes.attribute_device(events)
-    table = {(row["name"], row["whose"]): (row["launches"], row["us"]) for row in probes.kernel_table(found)}
+    found = attribution.attribute_device(events)
+    table = {(row["name"], row["whose"]): (row["launches"], row["us"]) for row in attribution.kernel_table(found)}
     assert table == {
         ("sm90_xmma_gemm_f32f32", "library"): (1, 100.0),
         ("Memcpy DtoD (Device -> Device)", "allowed"): (1, 50.0),
@@ -361,7 +361,7 @@ def test_the_kernel_table_names_each_kernel_once_with_whose_it_is():
         ("token_kernel", "custom"): (1, 5.0),
         ("vectorized_elementwise_kernel", "allowed"): (1, 2.0),
     }
-    assert [row["us"] for row in probes.kernel_table(found)] == [100.0, 50.0, 12.0, 5.0, 2.0]  # heaviest first
+    assert [row["us"] for row in attribution.kernel_table(found)] == [100.0, 50.0, 12.0, 5.0, 2.0]  # heaviest first
 
 
 def test_the_judge_keeps_only_well_formed_kernel_rows_from_the_runner():
@@ -374,15 +374,15 @@ def test_the_judge_keeps_only_well_formed_kernel_rows_from_the_runner():
         {"name": "w", "whose": "custom", "launches": True, "us": 1.0},
         "not a row",
     ] + [{"name": f"n{i}", "whose": "custom", "launches": 1, "us": 1.0} for i in range(20)]
-    clean = probes.clean_kernel_table(rows)
-    assert clean[0] == {"name": "k" * probes.KERNEL_NAME_CHARS, "whose": "custom", "launches": 2.0, "us": 10.5}
+    clean = attribution.clean_kernel_table(rows)
+    assert clean[0] == {"name": "k" * attribution.KERNEL_NAME_CHARS, "whose": "custom", "launches": 2.0, "us": 10.5}
     assert [row["name"] for row in clean[1:]] == ["n0"]  # the other rows of the first KERNELS_REPORTED: junk
-    assert probes.clean_kernel_table({"kernels": 1}) == [] and probes.clean_kernel_table(None) == []
-    assert len(probes.clean_kernel_table(rows[7:])) == probes.KERNELS_REPORTED
+    assert attribution.clean_kernel_table({"kernels": 1}) == [] and attribution.clean_kernel_table(None) == []
+    assert len(attribution.clean_kernel_table(rows[7:])) == attribution.KERNELS_REPORTED
 
 
 def test_traced_kernels_reads_a_verdicts_table_back_as_data():
-    from kevin.evaluator.probes import traced_kernels
+    from kevin.evaluator.attribution import traced_kernels
 
     row = {"name": "k", "whose": "custom", "launches": 4.0, "us": 12.0}
     assert traced_kernels({"trace": {"kernels": [row], "traced_calls": 4}}) == ([row], 4)

@@ -12,7 +12,7 @@ import torch
 from torch.autograd import DeviceType
 
 from kevin.cli import main
-from kevin.evaluator import probes
+from kevin.evaluator import attribution, probes
 from kevin.evaluator.evaluate import EvalConfig, _baseline_cache_file, device_lock_path, evaluate
 from kevin.evaluator.worker.handle import (
     CALL_FLOOR_S,
@@ -88,9 +88,9 @@ def test_a_triton_launch_is_the_candidates_own_device_time():
     gemm = _event(912, "sm90_gemm", DeviceType.CUDA, us=10.0)
     mm.kernels.append(Kernel(gemm.name, 0, 10.0))
     empty = _event(13, "aten::empty", DeviceType.CPU)
-    found = probes.attribute_device([launch, mm, empty, triton_kernel, gemm])
+    found = attribution.attribute_device([launch, mm, empty, triton_kernel, gemm])
     assert found.custom_us == 30.0 and found.library_ops == {"aten::mm": 10.0}
     assert found.share < probes.LIBRARY_SHARE_LIMIT
     # Torch may also leave a Triton kernel unpaired (no host event listed for its correlation): still the candidate's.
-    alone = probes.attribute_device([_event(914, "softmax_kernel", DeviceType.CUDA, us=8.0)])
+    alone = attribution.attribute_device([_event(914, "softmax_kernel", DeviceType.CUDA, us=8.0)])
     assert alone.custom_us == 8.0 and alone.library_us == 0.0

@@ -48,7 +48,7 @@ def _torch_table(profiler: Any, on_gpu: bool) -> list[dict[str, Any]]:
     so nested ops are not counted twice) on a CPU."""
     from torch.autograd import DeviceType
 
-    from kevin.evaluator.probes import is_annotation
+    from kevin.evaluator.attribution import is_annotation
 
     rows = []
     for event in profiler.key_averages():

@@ -218,12 +218,12 @@ class Runner:
         return {"ok": True, "outputs": metas, "flags": flags}
 
     def trace(self, message: dict[str, Any]) -> dict[str, Any]:
-        from kevin.evaluator import probes
+        from kevin.evaluator import attribution, probes
 
         inputs = self._draw(int(message["seed"]), None)
         try:
             trace = probes.trace_forward(
-                lambda: self.model(*probes.fresh_inputs(inputs)),
+                lambda: self.model(*attribution.fresh_inputs(inputs)),
                 self.is_cuda,
                 self._sync,
                 self.modules,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kevin.evaluator import attribution, probes
 from kevin.evaluator import inputs as trial_inputs
-from kevin.evaluator import probes
 from kevin.evaluator.worker.exchange import read_outputs
 from kevin.evaluator.worker.handle import RunnerFailed, RunnerHandle, call_deadline_s
 from kevin.evaluator.worker.support import Failure, flatten_outputs, short_exception
@@ -139,7 +139,7 @@ class TrialsStage:
             for k in ("library_share", "library_ops_us", "custom_us", "traced_calls", "side_streams")
             if k in trace
         }
-        kernels = probes.clean_kernel_table(trace.get("kernels"))
+        kernels = attribution.clean_kernel_table(trace.get("kernels"))
         if kernels:  # for the profile feedback (kevin.rl.profiles), never for a check
             self.trace["kernels"] = kernels
 
