@@ -429,6 +429,7 @@ class LearningRun:
             self.phase(f"rl (launch {len(self.record['launches'])})", since)
             return self.finish(watchdog)
         one_shot = self.base_config().rollout.one_shot  # the corpus's prompts are the RL run's
+        constant_pool = families.read_constant_pool(family_dir)
         samples = corpora.build_corpus(
             specs,
             train_tasks,
@@ -437,7 +438,7 @@ class LearningRun:
             length_cap=self.args.length_cap,
             seed=self.args.seed,
             one_shot=one_shot,
-            constant_pool=families.read_constant_pool(family_dir),
+            constant_pool=constant_pool,
         )
         self.phase("family+corpus", since)
         since = time.monotonic()
@@ -450,7 +451,7 @@ class LearningRun:
         self.record["corpus"] = {
             **stats,
             "constant_draws": self.args.constant_draws,
-            "constant_pool": families.read_constant_pool(family_dir),
+            "constant_pool": constant_pool,
             "length_cap": self.args.length_cap,
             "one_shot": one_shot,
         }

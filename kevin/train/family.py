@@ -162,11 +162,16 @@ WIDE_CONSTANTS: dict[str, tuple[float, ...]] = {
 }
 
 
-def constant_choices(name: str, pool: str = "narrow") -> tuple[float, ...]:
-    """The constants op `name` may take in `pool` (CONSTANT_POOLS); empty for an op without one."""
+def checked_pool(pool: str) -> str:
+    """`pool` if it is one of CONSTANT_POOLS, else a UsageError."""
     if pool not in CONSTANT_POOLS:
         raise UsageError(f"constant pool {pool!r}: use one of {', '.join(CONSTANT_POOLS)}")
-    if pool == "wide" and OPS[name].constants:
+    return pool
+
+
+def constant_choices(name: str, pool: str = "narrow") -> tuple[float, ...]:
+    """The constants op `name` may take in `pool` (CONSTANT_POOLS); empty for an op without one."""
+    if checked_pool(pool) == "wide" and OPS[name].constants:
         return WIDE_CONSTANTS[name]
     return OPS[name].constants
 
@@ -389,7 +394,7 @@ def generate_family(
     """The family for `seed`: training tasks first, then held-out ones, numbered from 1. The same
     seed, counts and `constant_pool` (CONSTANT_POOLS) always give the same specs; the narrow pool's
     are those of every family written before the wide one existed."""
-    constant_choices("scale", constant_pool)  # a bad pool is a UsageError before anything is drawn
+    checked_pool(constant_pool)  # before anything is drawn
     train_counts = dict(TRAIN_COUNTS if train_counts is None else train_counts)
     heldout_counts = dict(HELDOUT_COUNTS if heldout_counts is None else heldout_counts)
     unknown = sorted((set(train_counts) | set(heldout_counts)) - set(KINDS))
@@ -485,9 +490,7 @@ def read_family(directory: str | Path) -> list[TaskSpec]:
 def read_constant_pool(directory: str | Path) -> str:
     """The constant pool a written family was drawn from (`narrow` for one written before pools)."""
     data = json.loads((Path(directory) / SPEC_FILE).read_text(encoding="utf-8"))
-    pool = data.get("constant_pool", "narrow")
-    constant_choices("scale", pool)
-    return pool
+    return checked_pool(data.get("constant_pool", "narrow"))
 
 
 def load_family(directory: str | Path):
