@@ -321,9 +321,12 @@ def probe(source: str, settings: ValidateSettings, workdir: Path) -> dict:
     stage = "Model(*get_init_inputs())"
     try:
         torch.manual_seed(settings.seed)
-        model = module.Model(*module.get_init_inputs()).to(settings.device)
-        stage = "get_inputs()"
-        inputs = module.get_inputs()
+        # Built and drawn where they run: on a GPU, a gigabyte of inputs drawn by the CPU's generator took
+        # most of a problem's 30 s (session 38); which generator draws them changes no status.
+        with torch.device(settings.device):
+            model = module.Model(*module.get_init_inputs()).to(settings.device)
+            stage = "get_inputs()"
+            inputs = module.get_inputs()
         fingerprint = input_fingerprint(inputs)
         stage = "forward"
         first, repeat = _forward(model, inputs, settings.device), _forward(model, inputs, settings.device)
@@ -334,7 +337,8 @@ def probe(source: str, settings: ValidateSettings, workdir: Path) -> dict:
         del repeat
         stage = "get_inputs() with another seed"
         torch.manual_seed(settings.seed + 1)
-        other_inputs = module.get_inputs()
+        with torch.device(settings.device):
+            other_inputs = module.get_inputs()
         stage = "forward on other inputs"
         other = None
         if input_fingerprint(other_inputs) != fingerprint:

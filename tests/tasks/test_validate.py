@@ -18,6 +18,7 @@ import torch
 from kevin.cli import main
 from kevin.tasks import probe as validate_child
 from kevin.tasks import validate
+from kevin.tasks.records import Task
 from kevin.tasks.validate import (
     ATOL,
     ValidationResult,
@@ -218,3 +219,38 @@ def test_table_and_summary_formatting():
     assert lines[2].split() == ["L1_2", "Matmul", "ok", "?", "4.0"]
     assert summarize(results)["ok"] == 1 and summarize(results)["timeout"] == 0
     assert format_summary(results) == "summary: 1 ok, 1 skipped (2 problems)"
+
+
+_DRAWN_ON_THE_DEVICE = '''
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        assert torch.empty(0).device.type == "cuda", "Model built off the device"
+        self.scale = torch.nn.Parameter(torch.rand(8))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def get_inputs():
+    x = torch.rand(4, 8)
+    assert x.device.type == "cuda", "inputs drawn off the device"
+    return [x]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_model_is_built_and_its_inputs_drawn_on_the_device():
+    """Session 38: L1_4's and L1_5's 30 s went on drawing gigabytes of inputs with the CPU's generator
+    before copying them over; a problem's factories now run under the device, so this one is `ok`."""
+    task = Task.from_source(_DRAWN_ON_THE_DEVICE, id="L0_99", name="drawn_on_the_device")
+    settings = validate_child.ValidateSettings(device="cuda", timeout_s=60, budget_bytes=validate.GIB, seed=0)
+    result = validate.validate_task(task, settings)
+    assert (result.status, result.reason) == ("ok", "")
