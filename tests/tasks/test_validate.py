@@ -228,7 +228,7 @@ import torch
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        assert torch.empty(0).device.type == "cuda", "Model built off the device"
+        assert torch.empty(0).device.type in ("cuda", "meta"), "Model built off the device"
         self.scale = torch.nn.Parameter(torch.rand(8))
 
     def forward(self, x):
@@ -237,7 +237,7 @@ class Model(torch.nn.Module):
 
 def get_inputs():
     x = torch.rand(4, 8)
-    assert x.device.type == "cuda", "inputs drawn off the device"
+    assert x.device.type in ("cuda", "meta"), "inputs drawn off the device"  # meta: the footprint's
     return [x]
 
 
@@ -254,3 +254,10 @@ def test_on_a_gpu_the_model_is_built_and_its_inputs_drawn_on_the_device():
     settings = validate_child.ValidateSettings(device="cuda", timeout_s=60, budget_bytes=validate.GIB, seed=0)
     result = validate.validate_task(task, settings)
     assert (result.status, result.reason) == ("ok", "")
+
+
+def test_outputs_stay_on_the_device_they_were_made_on():
+    """Compared where they are: a meta model's outputs come back on meta (a copy to the host fails there)."""
+    model = torch.nn.Linear(4, 3).to("meta")
+    outputs = validate_child._forward(model, [torch.empty(2, 4, device="meta")], "meta")
+    assert [(t.device.type, tuple(t.shape)) for t in outputs] == [("meta", (2, 3))]
