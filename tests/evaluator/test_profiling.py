@@ -154,6 +154,53 @@ def test_kernel_names_are_shortened():
     assert summary.short_name("x" * 100, limit=20) == "x" * 17 + "..."
 
 
+_LAMBDAS = "::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}"
+_MUL = "at::native::binary_internal::MulFunctor<float> >"
+_POW = (
+    "at::native::(anonymous namespace)::pow_tensor_scalar_kernel_impl<float, float>"
+    "(at::TensorIteratorBase&, float)"
+)
+_MAX = "at::native::ReduceOp<float, at::native::MaxOps<float>, unsigned int, float, 4, 4>"
+_TANH = "at::native::tanh_kernel_cuda(at::TensorIteratorBase&)" + _LAMBDAS
+_BINARY = "at::native::BinaryFunctor<float, float, float, " + _MUL
+_UNARY = "at::native::AUnaryFunctor<float, float, float, " + _MUL
+
+
+def _aten(kernel: str, functor: str, arrays: int) -> str:
+    array = f"std::array<char*, {arrays}ul>"
+    return f"void at::native::{kernel}<4, {functor}, {array} >(int, {functor}, {array})"
+
+
+ATEN_KERNELS = {
+    _aten("vectorized_elementwise_kernel", _BINARY, 3): "vectorized_elementwise_kernel<BinaryFunctor, "
+    "MulFunctor>",
+    _aten("vectorized_elementwise_kernel", _UNARY, 2): "vectorized_elementwise_kernel<AUnaryFunctor, "
+    "MulFunctor>",
+    _aten("vectorized_elementwise_kernel", _TANH, 2): "vectorized_elementwise_kernel<tanh_kernel_cuda>",
+    _aten("vectorized_elementwise_kernel", _POW + "::{lambda(float)#1}", 2):
+    "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>",
+    f"void at::native::reduce_kernel<512, 1, {_MAX} >({_MAX})": "reduce_kernel<ReduceOp, MaxOps>",
+}
+
+
+def test_torchs_long_kernel_names_keep_what_tells_them_apart():
+    """Session 39: cut at 60 characters, six different ATen elementwise kernels of the optimize report's
+    baseline all read `at::native::vectorized_elementwise_kernel<4, at::native::...`."""
+    assert {summary.short_name(name) for name in ATEN_KERNELS} == set(ATEN_KERNELS.values())
+    assert all(summary.short_name(name) == short for name, short in ATEN_KERNELS.items())
+
+
+def test_kernels_whose_short_names_agree_keep_their_own_metrics():
+    names = ["void k<float>(float*, " + "x" * 80 + ")", "void k<float>(double*, " + "y" * 80 + ")"]
+    launches = [
+        ncu.KernelLaunch(id=i, name=name, block_size="", grid_size="", metrics={ncu.DRAM_PCT: pct})
+        for i, (name, pct) in enumerate(zip(names, (10.0, 90.0)))
+    ]
+    kernels = summary.aggregate(launches)
+    assert sorted(k.metrics[ncu.DRAM_PCT] for k in kernels) == [10.0, 90.0]
+    assert {k.name for k in kernels} == {"k<float>"}
+
+
 def test_reports_ncu_cannot_give_are_told_apart():
     with pytest.raises(ncu.NcuParseError, match="no ncu CSV header"):
         ncu.parse_csv("==ERROR== ERR_NVGPUCTRPERM - no permission to access GPU performance counters\n")

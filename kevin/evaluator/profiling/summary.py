@@ -74,9 +74,23 @@ class KernelStats:
         }
 
 
+_NOISE = frozenset(
+    """lambda operator const unsigned signed long int short char bool float double void auto array Half
+    BFloat16 TensorIteratorBase OffsetCalculator anonymous namespace""".split()
+)
+"""Words of a template's arguments that tell no kernel from another (types, lambdas' wrapping)."""
+
+_WORD = re.compile(r"(?<!\w)[A-Za-z_]\w*")
+
+
 def short_name(name: str, limit: int = 60) -> str:
     """`void gelu_kernel<float>(float const*, float*, int)` -> `gelu_kernel<float>`: no return type,
-    no parameter list, at most `limit` characters."""
+    no parameter list, at most `limit` characters. A longer template keeps its own name and the words
+    of its arguments that name something (functors, the op's own function), so that torch's
+    `at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float,
+    at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >` reads
+    `vectorized_elementwise_kernel<BinaryFunctor, MulFunctor>`: cut at the limit, every ATen
+    elementwise kernel read the same (session 39's optimize report)."""
     text = name.strip()
     depth = 0
     for index, char in enumerate(text):
@@ -89,16 +103,30 @@ def short_name(name: str, limit: int = 60) -> str:
             break
     if text.startswith("void "):
         text = text[len("void ") :]
+    if len(text) <= limit:
+        return text
+    opening = text.find("<")
+    if opening > 0:
+        words: list[str] = []
+        for match in _WORD.finditer(text, opening):
+            word = match.group()
+            # A qualifier (`at::`, `binary_internal::`) is left for the name it qualifies.
+            if word not in _NOISE and text[match.end() : match.end() + 2] != "::" and word not in words:
+                words.append(word)
+        head = text[:opening].rsplit("::", 1)[-1]
+        text = f"{head}<{', '.join(words)}>" if words else head
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def aggregate(launches: Sequence[ncu.KernelLaunch]) -> list[KernelStats]:
-    """ncu's launches grouped by short kernel name, longest total time first."""
+    """ncu's launches grouped by kernel (its full name: two kernels whose short names agree keep their
+    own metrics), named by `short_name`, longest total time first."""
     groups: dict[str, list[ncu.KernelLaunch]] = {}
     for launch in launches:
-        groups.setdefault(short_name(launch.name), []).append(launch)
+        groups.setdefault(launch.name, []).append(launch)
     kernels = []
-    for name, group in groups.items():
+    for full_name, group in groups.items():
+        name = short_name(full_name)
         durations = [launch.duration_ns or 0.0 for launch in group]
         total = sum(durations)
         weights = durations if total > 0 else [1.0] * len(group)
