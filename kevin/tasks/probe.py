@@ -251,8 +251,8 @@ def classify_outputs(first: Sequence, other_input: Sequence | None) -> tuple[str
 
 def _forward(model, inputs: Sequence, device: str) -> list:
     """The model's output tensors for `inputs` (moved to `device`), without autograd, left where they were
-    made: compared there (session 39: copying 6 GB outputs to the host and comparing them on a few cores
-    took most of a large problem's 55 s on the H200)."""
+    made, and compared there: on the H200 (session 39) problems with 6 GB outputs took 53-72 s against a
+    median 17 s while their three outputs went to the host and were compared on a few cores."""
     import torch
 
     with torch.no_grad():
@@ -323,8 +323,8 @@ def probe(source: str, settings: ValidateSettings, workdir: Path) -> dict:
     stage = "Model(*get_init_inputs())"
     try:
         torch.manual_seed(settings.seed)
-        # Built and drawn where they run: on a GPU, a gigabyte of inputs drawn by the CPU's generator took
-        # most of a problem's 30 s (session 38); which generator draws them changes no status.
+        # Built and drawn where they run: on a GPU, gigabytes drawn by the CPU's generator on a few cores
+        # and then copied over cost seconds a draw; which generator draws them changes no status.
         with torch.device(settings.device):
             model = module.Model(*module.get_init_inputs()).to(settings.device)
             stage = "get_inputs()"
