@@ -25,7 +25,8 @@
 #               `profiler`: the control's profiler warm-up, s37: not the cause), after a warm-up
 #               pass, FETCH_ROUNDS rounds (default 2) at FETCH_JOBS (default 3)
 #   tasks       (TASKS_FROM: an earlier call's folder with its .tgz archives and hygiene journal, to go on
-#               from them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS: 4;
+#               from them: finished sets come back whole, cut ones from their journals; HYGIENE_JOBS:
+#               6 on a GPU of 120 GB or more (32 GiB a problem at most), 4 below;
 #               TASKS_STEPS: which of "generate enlarge hygiene" to run, default all three)
 #               issue #18, one after another (each measures reference times on the GPU): 100 generated
 #               tasks at the large size (kevin tasks generate --min-ms 0.1), KernelBench L1/L2 enlarged
@@ -143,8 +144,10 @@ if has tasks; then
     tasks enlarge --levels 1 2 \
     --device cuda --min-ms 0.1 --jobs 8 --out "$OUT/kernelbench_large" > "$OUT/tasks_enlarge.log" 2>&1
   # Its journal ($hygiene.journal.jsonl, beside the report until the report is whole) comes back too.
+  gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+  [ "${gpu_mib:-0}" -ge 120000 ] 2>/dev/null && hygiene_jobs=6 || hygiene_jobs=4
   [[ "$parts" != *" hygiene "* ]] || step_limit python3 bench/kernelbench_hygiene.py --levels 1 2 3 \
-    --device cuda --jobs "${HYGIENE_JOBS:-4}" --out "$OUT/$hygiene.json" > "$OUT/tasks_hygiene.log" 2>&1
+    --device cuda --jobs "${HYGIENE_JOBS:-$hygiene_jobs}" --out "$OUT/$hygiene.json" > "$OUT/tasks_hygiene.log" 2>&1
   # A call returns at most ~8 files: the task folders come back as one archive each.
   for d in generated_s0 kernelbench_large; do
     [ -d "$OUT/$d" ] && tar czf "$OUT/$d.tgz" -C "$OUT" "$d" && rm -rf "${OUT:?}/$d"
