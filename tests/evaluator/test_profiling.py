@@ -180,6 +180,12 @@ ATEN_KERNELS = {
     _aten("vectorized_elementwise_kernel", _POW + "::{lambda(float)#1}", 2):
     "vectorized_elementwise_kernel<pow_tensor_scalar_kernel_impl>",
     f"void at::native::reduce_kernel<512, 1, {_MAX} >({_MAX})": "reduce_kernel<ReduceOp, MaxOps>",
+    "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>"
+    "(float*, float const*, int, int, int, bool const*, int, bool)":
+    "softmax_warp_forward<float, float, float, 10, false, false>",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+    "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)":
+    "cunn_SoftMaxForward<SoftMaxForwardEpilogue>",
 }
 
 

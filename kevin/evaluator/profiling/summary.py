@@ -90,8 +90,10 @@ def short_name(name: str, limit: int = 60) -> str:
     `at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float,
     at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >` reads
     `vectorized_elementwise_kernel<BinaryFunctor, MulFunctor>`: cut at the limit, every ATen
-    elementwise kernel read the same (session 39's optimize report)."""
-    text = name.strip()
+    elementwise kernel read the same (session 39's optimize report). `(anonymous namespace)::` is
+    dropped first: its parenthesis cut `void (anonymous namespace)::softmax_warp_forward<...>(...)` to
+    `void`."""
+    text = name.strip().replace("(anonymous namespace)::", "")
     depth = 0
     for index, char in enumerate(text):
         if char == "<":
