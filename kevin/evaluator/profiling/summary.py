@@ -76,7 +76,7 @@ class KernelStats:
 
 _NOISE = frozenset(
     """lambda operator const unsigned signed long int short char bool float double void auto array Half
-    BFloat16 TensorIteratorBase OffsetCalculator anonymous namespace""".split()
+    BFloat16 TensorIteratorBase OffsetCalculator""".split()
 )
 """Words of a template's arguments that tell no kernel from another (types, lambdas' wrapping)."""
 
