@@ -129,6 +129,7 @@ def plan_family(
     *,
     toy: bool = False,
     constant_pool: str = "narrow",
+    constant_form: str = "literal",
 ) -> tuple[list[families.TaskSpec], list[str]]:
     """The run's family specs (the toy's fixed counts with `toy`) and the ids of its RL-only tasks
     (training combinations kept out of the warm-start corpus); bench/sft_constants.py uses it too."""
@@ -138,6 +139,7 @@ def plan_family(
         train_counts=TOY_TRAIN if toy else families.train_counts(train_tasks, held),
         heldout_counts=held,
         constant_pool=constant_pool,
+        constant_form=constant_form,
     )
     return specs, families.rl_only_ids(specs, rl_tasks, seed) if rl_tasks else []
 
@@ -235,6 +237,7 @@ class LearningRun:
                 rl_only,
                 toy=not full,
                 constant_pool=self.args.constant_pool,
+                constant_form=self.args.constant_form,
             )
             size = "large" if self.args.backend == "cuda" else "small"
             families.write_family(directory, specs, size=size, constant_pool=self.args.constant_pool)
@@ -452,6 +455,7 @@ class LearningRun:
             **stats,
             "constant_draws": self.args.constant_draws,
             "constant_pool": constant_pool,
+            "constant_form": sorted({spec.constant_form for spec in specs}),
             "length_cap": self.args.length_cap,
             "one_shot": one_shot,
         }
@@ -581,6 +585,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="narrow",
         help="the family's constants per op: narrow (3-5, sessions 10-37) or wide (30-60: a constant is "
         "right only when copied from the prompt; kevin.train.family.WIDE_CONSTANTS)",
+    )
+    parser.add_argument(
+        "--constant-form",
+        choices=families.CONSTANT_FORMS,
+        default="init",
+        help="how tasks carry their constants (kevin.train.family.CONSTANT_FORMS): init (default since "
+        "s40: the Model's constructor arguments, read by the kernel from K) or literal (written in the "
+        "forward and copied into the kernel, sessions 10-39: the warm start never learned to copy them)",
     )
     parser.add_argument("--scale", choices=("full", "toy"), default="full", help="toy: the CPU dry run")
     parser.add_argument("--backend", choices=("cuda", "cpp"), default="cuda")

@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="narrow",
         help="the family's constants per op (kevin.train.family.CONSTANT_POOLS; default narrow, the run's)",
     )
+    parser.add_argument(
+        "--constant-form",
+        choices=families.CONSTANT_FORMS,
+        default="literal",
+        help="literal (default: the copying this probe measures) or init (nothing to copy: a control)",
+    )
     parser.add_argument("--work", default="/tmp/kevin-sft-constants", help="family and checkpoints (large)")
     args = parser.parse_args(argv)
     try:
@@ -101,7 +107,12 @@ def family_and_corpus(args: argparse.Namespace, work: Path):
     from kevin.train.presets import preset
 
     specs, rl_ids = plan_family(
-        args.seed, args.train_tasks, args.heldout_tasks, args.rl_tasks, constant_pool=args.constant_pool
+        args.seed,
+        args.train_tasks,
+        args.heldout_tasks,
+        args.rl_tasks,
+        constant_pool=args.constant_pool,
+        constant_form=args.constant_form,
     )
     families.write_family(work / "family", specs, size="large", constant_pool=args.constant_pool)
     specs, train, heldout = families.load_family(work / "family")
@@ -226,7 +237,8 @@ def write_report(
         "",
         f"kevin {commit}, {platform.node()} {args.device}; {samples} training samples (the learning run's "
         f"corpus: {args.train_tasks} tasks less {args.rl_tasks} RL-only, seed {args.seed}, "
-        f"{args.constant_draws} constant draws); model {args.layers} "
+        f"{args.constant_draws} constant draws, the {args.constant_pool} pool, constants {args.constant_form}); "
+        f"model {args.layers} "
         f"layers x {args.hidden}; {args.steps} steps of {args.batch_size}, lr {args.lr:g}, the same batches "
         "for every weight.",
         "",

@@ -82,7 +82,7 @@ def completion_text(variant: Variant) -> str:
 
 _CONSTANT_OPS = "|".join(op.name for op in OPS.values() if op.constants)
 _PLAN_CONSTANT = re.compile(rf"\b(?:{_CONSTANT_OPS})\((-?[0-9][0-9.e+-]*)\)")
-_CODE_CONSTANTS = [pattern for _, pattern in op_line_patterns() if pattern.groups]
+_CODE_CONSTANTS = [pattern for _, pattern in op_line_patterns(slots=False) if pattern.groups]
 
 
 def constant_spans(completion: str) -> list[tuple[int, int]]:

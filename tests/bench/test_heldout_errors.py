@@ -25,7 +25,11 @@ SPEC = TaskSpec(
 
 
 def _honest() -> str:
-    return next(v.source for v in variants(SPEC, "cuda") if v.label == "honest")
+    return _honest_of(SPEC)
+
+
+def _honest_of(spec: TaskSpec) -> str:
+    return next(v.source for v in variants(spec, "cuda") if v.label == "honest")
 
 
 def test_each_way_of_getting_f_wrong_has_its_class():
@@ -42,6 +46,18 @@ def test_each_way_of_getting_f_wrong_has_its_class():
     assert heldout_errors.classify(SPEC, next(v.source for v in variants(other, "cuda")), False) == "ops"
     assert heldout_errors.classify(SPEC, source.replace("fmaxf(v, 0.0f)", "fmaxf(v, b)"), False) == "no f"
     assert heldout_errors.classify(SPEC, None, False) == "no f"
+
+
+def test_the_init_forms_kernels_are_read_by_their_constant_slots():
+    """With the `init` constant form `f` reads `K[i]` where the literal form writes the constant: a
+    kernel that applies the right ops with the slots swapped is a `constant` error, not `no f`."""
+    spec = dataclasses.replace(SPEC, constant_form="init")
+    source = _honest_of(spec)
+    assert "v = v * K[1];" in source
+    assert heldout_errors.read_ops(source) == [("leaky", "K[0]"), ("relu", None), ("scale", "K[1]")]
+    assert heldout_errors.classify(spec, source, passed=False) == "f right"
+    swapped = source.replace("v * K[0]", "v * K[9]").replace("v * K[1]", "v * K[0]")
+    assert heldout_errors.classify(spec, swapped, False) == "constant"
 
 
 def test_the_script_counts_a_runs_heldout_file_by_step(tmp_path, capsys):

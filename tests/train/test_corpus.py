@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from kevin.gate.check import check_source
 from kevin.rl.candidate import parse_completion
@@ -39,10 +40,18 @@ def family(tmp_path_factory):
     return load_family(directory)
 
 
+@pytest.fixture(scope="module")
+def init_family(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("init_family")
+    write_family(directory, generate_family(0, constant_form="init"), size="small")
+    return load_family(directory)
+
+
+@pytest.mark.parametrize("form", ["literal", "init"])
 @pytest.mark.parametrize("backend", ["cuda", "cpp"])
-def test_every_variant_passes_the_static_gate(backend):
+def test_every_variant_passes_the_static_gate(backend, form):
     rejected = []
-    for spec in generate_family(0):
+    for spec in generate_family(0, constant_form=form):
         for variant in variants(spec, backend):
             report = check_source(variant.source, backend)
             if not report.ok:
@@ -241,8 +250,9 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 
 
 @needs_nvcc
-def test_cuda_variants_of_every_shape_compile(tmp_path):
-    specs = generate_family(0)
+@pytest.mark.parametrize("form", ["literal", "init"])
+def test_cuda_variants_of_every_shape_compile(tmp_path, form):
+    specs = generate_family(0, constant_form=form)
     # one task per kind, with and without an op chain, and the residual's two inputs
     chosen = {}
     for spec in specs:
@@ -259,13 +269,15 @@ def test_cuda_variants_of_the_whole_family_compile(tmp_path):
 
 
 @pytest.mark.slow
-def test_cpp_variants_are_right_or_wrong_as_labelled(family, tmp_path):
+@pytest.mark.parametrize("form", ["literal", "init"])
+def test_cpp_variants_are_right_or_wrong_as_labelled(family, init_family, tmp_path, form):
     """The real cpp back end judges one task of each kind: honest and slow pass, wrong fail (the C
-    expressions are the CUDA kernels' own)."""
+    expressions are the CUDA kernels' own). With the `init` form the problem's Model and the
+    candidate's ModelNew take the constants from get_init_inputs()."""
     from kevin.train.config import EvaluatorConfig
     from kevin.train.rollout import build_evaluator
 
-    specs, train, heldout = family
+    specs, train, heldout = family if form == "literal" else init_family
     by_id = {t.id: t for t in train + heldout}
     chosen = {}
     for spec in specs:
@@ -291,6 +303,51 @@ def test_cpp_variants_are_right_or_wrong_as_labelled(family, tmp_path):
                 mismatched.append((spec.name, variant.name, result.stage, result.error[:200]))
     finally:
         evaluator.close()
+    assert not mismatched
+
+
+@pytest.mark.gpu
+def test_init_forms_cuda_variants_are_right_or_wrong_as_labelled_on_the_gpu(tmp_path):
+    """The real CUDA back end judges one large task of each kind with ops that carry constants in
+    the `init` form: honest and slow pass, wrong fail. Its kernels read the constants from
+    `__constant__` memory that the host wrapper fills on the call's stream. (The literal form's are
+    judged on the GPU by every learning run's corpus baseline.)"""
+    from kevin.train.config import EvaluatorConfig
+    from kevin.train.rollout import build_evaluator
+
+    directory = tmp_path / "family"
+    write_family(directory, generate_family(0, constant_form="init"), size="large")
+    specs, train, heldout = load_family(directory)
+    by_id = {t.id: t for t in train + heldout}
+    chosen = {}
+    for spec in specs:  # not max: see test_cpp_variants_are_right_or_wrong_as_labelled
+        if any(c is not None for _, c in spec.ops) and spec.reduce != "max":
+            chosen.setdefault(spec.kind, spec)
+    assert len(chosen) == 4
+    config = EvaluatorConfig(max_in_flight=8, trials=2, cache_dir=str(tmp_path / "cache"))
+    evaluator = build_evaluator(config, "cuda")
+    try:
+        jobs = []
+        for spec in chosen.values():
+            found = variants(spec, "cuda")
+            slow = [v for v in found if v.label == "slow"][:1]
+            # wrong_nosync is a race that a run may win; the other bugs are wrong every time
+            wrong = [v for v in found if v.label == "wrong" and v.name != "wrong_nosync"]
+            picked = [found[0], *slow, *wrong]
+            jobs += [(spec, v, evaluator.submit(by_id[spec.task_id], v.source)) for v in picked]
+        verdicts = [(spec, variant, future.result(timeout=900)) for spec, variant, future in jobs]
+    finally:
+        evaluator.close()
+    for spec, variant, result in verdicts:
+        print(spec.name, variant.name, result.stage, result.speedup)
+    assert all(result.blame != "infrastructure" for _, _, result in verdicts), [
+        (v.name, r.error[:300]) for _, v, r in verdicts if r.blame == "infrastructure"
+    ]
+    mismatched = [
+        (spec.name, variant.name, result.stage, result.error[:300])
+        for spec, variant, result in verdicts
+        if result.passed != (variant.label != "wrong")
+    ]
     assert not mismatched
 
 
@@ -331,3 +388,46 @@ def test_the_narrow_pool_is_every_earlier_familys(tmp_path):
     assert read_constant_pool(tmp_path) == "narrow"
     with pytest.raises(UsageError, match="constant pool"):
         generate_family(0, constant_pool="huge")
+
+
+def _model_output(source: str, inputs: list) -> torch.Tensor:
+    namespace: dict = {}
+    exec(compile(source, "<problem>", "exec"), namespace)
+    return namespace["Model"](*namespace["get_init_inputs"]())(*inputs)
+
+
+def test_the_init_form_hands_the_constants_to_the_constructor_and_no_kernel_copies_one(tmp_path):
+    """`constant_form="init"`: the same tasks as the literal form, computing the same outputs, with
+    the constants as the Model's constructor arguments; the kernels read them from `K` (their
+    source is the same whatever the constants), the plans name the ops alone, and the copying score
+    finds nothing to copy. The form is recorded per task; a literal family's record is unchanged."""
+    from kevin.train.corpus import constant_spans
+    from kevin.train.family import SPEC_FILE, read_family
+
+    literal, init = generate_family(0), generate_family(0, constant_form="init")
+    assert [dataclasses.replace(s, constant_form="literal") for s in init] == literal
+    with_constants = [(a, b) for a, b in zip(literal, init) if b.init_values]
+    assert len(with_constants) > 10
+    torch.manual_seed(0)
+    for plain, carried in with_constants[:12]:
+        assert f"def __init__(self, {', '.join(f'c{i}' for i in range(len(carried.init_values)))}):" in (
+            carried.source()
+        )
+        assert f"return {list(carried.init_values)!r}" in carried.source()
+        inputs = [torch.randn(*plain.small_shape) for _ in plain.inputs]
+        torch.testing.assert_close(
+            _model_output(carried.source(), inputs), _model_output(plain.source(), inputs), rtol=0, atol=0
+        )
+    for spec in init:
+        for backend in ("cuda", "cpp"):
+            for variant in variants(spec, backend):
+                assert not constant_spans(variant.plan + "\n" + variant.source), (spec.name, variant.name)
+                assert not any(c_float(c) in variant.source for _, c in spec.ops if c is not None)
+    spec = with_constants[0][1]
+    other = dataclasses.replace(spec, ops=tuple((n, None if c is None else c + 1.0) for n, c in spec.ops))
+    assert [v.source for v in variants(other, "cuda")] == [v.source for v in variants(spec, "cuda")]
+    assert other.source() != spec.source()
+    write_family(tmp_path / "init", init, size="small")
+    assert read_family(tmp_path / "init") == init
+    write_family(tmp_path / "literal", literal, size="small")
+    assert "constant_form" not in (tmp_path / "literal" / SPEC_FILE).read_text()

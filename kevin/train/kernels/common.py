@@ -48,11 +48,11 @@ module = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
+    def __init__($init_params):
+        super().__init__()$init_body
 
     def forward(self, $args):
-        return module.run($args)
+        return module.run($call)
 ''')
 
 CPP_FRAME = Template('''import torch
@@ -75,11 +75,11 @@ module = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
+    def __init__($init_params):
+        super().__init__()$init_body
 
     def forward(self, $args):
-        return module.run($args)
+        return module.run($call)
 ''')
 
 SLIPS = {
@@ -97,51 +97,114 @@ SLIPS = {
 STREAM = "0, at::cuda::getCurrentCUDAStream()"
 
 
-def op_expr(name: str, constant: float | None, *, slip: bool = False) -> str:
+CONSTANTS = "K"
+"""With the `init` constant form, the kernel source's array of the task's constants: `K[0]`, `K[1]`, ...
+in the order of the Model's constructor arguments (CUDA: `__constant__` memory the host wrapper fills
+on the call's stream; C++: a static the wrapper sets)."""
+
+
+def op_expr(name: str, constant: float | None, *, slip: bool = False, slot: int | None = None) -> str:
+    """Op `name`'s C expression of `v`; its constant the literal `constant`, or `K[slot]` when a slot
+    is given (the `init` form)."""
     form = SLIPS[name] if slip else OPS[name].c_form
     if constant is None:
         return form
+    if slot is not None:
+        return form.format(c=f"{CONSTANTS}[{slot}]", c2=f"(2.0f * {CONSTANTS}[{slot}])")
     return form.format(c=c_float(constant), c2=c_float(constant * 2))
+
+
+def op_exprs(spec: TaskSpec, *, slip: bool = False) -> list[str]:
+    """Each op's expression of `v` in order, as the task's constant form carries its constant (`slip`:
+    the first op slipped)."""
+    slots = constant_slots(spec)
+    return [
+        op_expr(name, constant, slip=slip and index == 0, slot=slots[index])
+        for index, (name, constant) in enumerate(spec.ops)
+    ]
+
+
+def constant_slots(spec: TaskSpec) -> list[int | None]:
+    """Per op, its constant's index in `K` with the `init` form (None: a literal, or no constant)."""
+    return [None if name is None else int(name[1:]) for name in spec.constant_names]
+
+
+def constants_decl(spec: TaskSpec, cuda: bool) -> str:
+    """The `init` form's declaration of `K` and a blank line (nothing with the literal form)."""
+    count = len(spec.init_values)
+    return f"{'__constant__' if cuda else 'static'} float {CONSTANTS}[{count}];\n\n" if count else ""
 
 
 def elementwise_fn(spec: TaskSpec, cuda: bool, *, slip: bool = False) -> str:
     qualifier = "__device__ __forceinline__" if cuda else "static inline"
-    lines = [f"{qualifier} float f(float v) {{"]
-    for index, (name, constant) in enumerate(spec.ops):
-        lines.append(f"    v = {op_expr(name, constant, slip=slip and index == 0)};")
+    lines = [constants_decl(spec, cuda) + f"{qualifier} float f(float v) {{"]
+    lines += [f"    v = {expr};" for expr in op_exprs(spec, slip=slip)]
     lines += ["    return v;", "}", ""]
     return "\n".join(lines)
 
 
+def host_start(spec: TaskSpec, cuda: bool) -> list[str]:
+    """The host wrapper's first lines: its signature, then (the `init` form) the constants put where
+    `f` reads them, on the call's stream on the GPU."""
+    lines = [f"torch::Tensor run({params(spec)}) {{"]
+    names = [name for name in spec.constant_names if name is not None]
+    if not names:
+        return lines
+    if not cuda:
+        return lines + [f"    {CONSTANTS}[{slot}] = (float){name};" for slot, name in enumerate(names)]
+    values = ", ".join(f"(float){name}" for name in names)
+    return lines + [
+        f"    const float k[{len(names)}] = {{{values}}};",
+        f"    AT_CUDA_CHECK(cudaMemcpyToSymbolAsync({CONSTANTS}, k, sizeof(k), 0, cudaMemcpyHostToDevice,",
+        "                                          at::cuda::getCurrentCUDAStream()));",
+    ]
+
+
 NUMBER = r"(-?[0-9][0-9.e+-]*f)"
 """A C float literal as `c_float` writes one (a group: the constant)."""
+SLOT = rf"(\(?(?:2\.0f \* )?{CONSTANTS}\[[0-9]+\]\)?)"
+"""The `init` form's `K[i]` (or a slip's `(2.0f * K[i])`) in a constant's place (a group)."""
 
 
-def op_line_patterns() -> list[tuple[str, re.Pattern]]:
+def op_line_patterns(*, slots: bool = True) -> list[tuple[str, re.Pattern]]:
     """(op name, a pattern for a line of `f` that applies it) per op of the family, in OPS order: the
-    line as `elementwise_fn` writes it, with any C float literal in the constant's place (group 1)."""
+    line as `elementwise_fn` writes it, with any C float literal (or, with `slots`, the `init` form's
+    `K[i]`) in the constant's place (group 1)."""
+    constant = f"({NUMBER[1:-1]}|{SLOT[1:-1]})" if slots else NUMBER  # one group either way
     patterns = []
     for op in OPS.values():
-        text = re.escape(op.c_form).replace(re.escape("{c}"), NUMBER)
+        text = re.escape(op.c_form).replace(re.escape("{c}"), constant)
         patterns.append((op.name, re.compile(rf"^    v = {text};$", re.M)))
     return patterns
 
 
 def params(spec: TaskSpec) -> str:
-    return ", ".join(f"torch::Tensor {name}" for name in spec.inputs)
+    tensors = [f"torch::Tensor {name}" for name in spec.inputs]
+    return ", ".join(tensors + [f"double {name}" for name in spec.constant_names if name is not None])
 
 
 def _file(spec: TaskSpec, cuda: bool, name: str, code: str) -> str:
     frame = CUDA_FRAME if cuda else CPP_FRAME
     ext = f"{spec.kind}_{name}" if cuda else f"{spec.kind}_{name}_cpp"
-    return frame.substitute(code=code, name=ext, params=params(spec), args=", ".join(spec.inputs))
+    names = [name for name in spec.constant_names if name is not None]
+    return frame.substitute(
+        code=code,
+        name=ext,
+        params=params(spec),
+        args=", ".join(spec.inputs),
+        init_params=", ".join(["self", *names]),
+        init_body="".join(f"\n        self.{name} = float({name})" for name in names),
+        call=", ".join([*spec.inputs, *(f"self.{name}" for name in names)]),
+    )
 
 
 def _op_words(spec: TaskSpec) -> str:
-    """The ops as the plan names them, constants included (`scale(3.0), gelu and relu`): the plan is
-    written just before `f`, so each line of `f` copies a word of the plan, and the plan copies the
-    prompt's docstring (TaskSpec.describe spells them alike)."""
-    names = [name if c is None else f"{name}({c!r})" for name, c in spec.ops]
+    """The ops as the plan names them, with the literal form's constants (`scale(3.0), gelu and relu`):
+    the plan is written just before `f`, so each line of `f` copies a word of the plan, and the plan
+    copies the prompt's docstring (TaskSpec.describe spells them alike). The `init` form's plan names
+    the ops alone (`scale, gelu and relu`): its code holds no constant to copy."""
+    literal = spec.constant_form == "literal"
+    names = [name if c is None or not literal else f"{name}({c!r})" for name, c in spec.ops]
     if spec.kind == "residual":
         names = ["the residual add", *names]
     if not names:

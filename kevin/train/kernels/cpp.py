@@ -8,10 +8,11 @@ from kevin.train.kernels.common import (
     REDUCE_COMBINE,
     REDUCE_INIT,
     Variant,
+    constants_decl,
     elementwise_fn,
     final,
-    op_expr,
-    params,
+    host_start,
+    op_exprs,
     variant,
 )
 
@@ -26,7 +27,7 @@ def _cpp_pointers(spec: TaskSpec) -> list[str]:
 def _cpp_elementwise_code(spec: TaskSpec, *, split: bool, bound: str = "n", slip: bool = False) -> str:
     value = "xp[i] + rp[i]" if spec.kind == "residual" else "xp[i]"
     lines = [
-        f"torch::Tensor run({params(spec)}) {{",
+        *host_start(spec, False),
         "    auto y = torch::empty_like(x);",
         *_cpp_pointers(spec),
     ]
@@ -35,11 +36,11 @@ def _cpp_elementwise_code(spec: TaskSpec, *, split: bool, bound: str = "n", slip
         lines.append(f"    for (int64_t i = 0; i < {bound}; ++i) yp[i] = f({value});")
     else:
         lines.append(f"    for (int64_t i = 0; i < n; ++i) yp[i] = {value};")
-        for name, constant in spec.ops:
-            expr = op_expr(name, constant).replace("v", "yp[i]")
+        for expr in op_exprs(spec):
+            expr = expr.replace("v", "yp[i]")
             lines.append(f"    for (int64_t i = 0; i < n; ++i) yp[i] = {expr};")
     body = "\n".join([*lines, "    return y;", "}", ""])
-    return ("" if split else elementwise_fn(spec, False, slip=slip) + "\n") + body
+    return (constants_decl(spec, False) if split else elementwise_fn(spec, False, slip=slip) + "\n") + body
 
 
 def elementwise(spec: TaskSpec) -> list[Variant]:
@@ -60,7 +61,7 @@ def _cpp_row_code(
     spec: TaskSpec, *, body: list[str], out_shape: str, slip: bool = False, helpers: str = ""
 ) -> str:
     lines = [
-        f"torch::Tensor run({params(spec)}) {{",
+        *host_start(spec, False),
         "    const int64_t rows = x.size(0), cols = x.size(1);",
         f"    auto y = torch::empty({out_shape}, x.options());",
         "    const float* xp = x.data_ptr<float>();",

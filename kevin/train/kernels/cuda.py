@@ -22,10 +22,11 @@ from kevin.train.kernels.common import (
     REDUCE_INIT,
     STREAM,
     Variant,
+    constants_decl,
     elementwise_fn,
     final,
-    op_expr,
-    params,
+    host_start,
+    op_exprs,
     threads_words,
     variant,
 )
@@ -86,7 +87,7 @@ def _ew_args(spec: TaskSpec, vec: bool) -> str:
 def _ew_host(spec: TaskSpec, access: str, threads: int, *, blocks: str | None = None) -> str:
     vec = access.startswith("vec4")
     lines = [
-        f"torch::Tensor run({params(spec)}) {{",
+        *host_start(spec, True),
         "    auto y = torch::empty_like(x);",
         "    const int64_t n = x.numel();",
     ]
@@ -110,8 +111,8 @@ def _ew_split(spec: TaskSpec) -> str:
     steps: list[tuple[str, str, str]] = []  # (kernel, first value, expression of v)
     if spec.kind == "residual":
         steps.append(("add_kernel", "x[i] + r[i]", "v"))
-    for name, constant in spec.ops:
-        steps.append((f"{name}_kernel", "y[i]" if steps else "x[i]", op_expr(name, constant)))
+    for (name, _), expr in zip(spec.ops, op_exprs(spec)):
+        steps.append((f"{name}_kernel", "y[i]" if steps else "x[i]", expr))
     kernels, launches = [], []
     for index, (kernel, value, expr) in enumerate(steps):
         inputs = spec.inputs if index == 0 else ()
@@ -123,7 +124,7 @@ def _ew_split(spec: TaskSpec) -> str:
         args = [f"{name}.data_ptr<float>()" for name in inputs] + ["y.data_ptr<float>()", "n"]
         launches.append(f"    {kernel}<<<blocks, threads, {STREAM}>>>({', '.join(args)});")
     host = [
-        f"torch::Tensor run({params(spec)}) {{",
+        *host_start(spec, True),
         "    auto y = torch::empty_like(x);",
         "    const int64_t n = x.numel();",
         "    const int threads = 256;",
@@ -133,7 +134,7 @@ def _ew_split(spec: TaskSpec) -> str:
         "}",
         "",
     ]
-    return "\n".join(kernels) + "\n" + "\n".join(host)
+    return constants_decl(spec, True) + "\n".join(kernels) + "\n" + "\n".join(host)
 
 
 def elementwise(spec: TaskSpec) -> list[Variant]:
@@ -264,7 +265,7 @@ def _row_host(
         "warp": "(rows + threads / 32 - 1) / (threads / 32)",
     }.get(shape, "rows")
     lines = [
-        f"torch::Tensor run({params(spec)}) {{",
+        *host_start(spec, True),
         "    const int64_t rows = x.size(0), cols = x.size(1);",
         f"    auto y = torch::empty({out_shape}, x.options());",
     ]
