@@ -17,7 +17,12 @@ Usage:
               --out bench/results/kernelbench_hygiene_cpu.json
     GPU:  python bench/kernelbench_hygiene.py --levels 1 2 3 --device cuda \
               --out bench/results/h200/kernelbench_hygiene_cuda.json
+    Ship: python bench/kernelbench_hygiene.py --package bench/results/h100/s40/tasks/kernelbench_hygiene_cuda.json
 KernelBench is read from $KEVIN_KERNELBENCH_DIR or ../shared/kernelbench_data.
+
+`--package REPORT` writes the list kevin ships (kevin/tasks/kernelbench_excluded.json, what
+`loop.exclude` and `kevin bench --exclude` read by default as `kernelbench`) from a whole GPU report
+of levels 1-3: a report of fewer levels, problems or a CPU run is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -35,9 +40,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from kevin.errors import UsageError  # noqa: E402
 from kevin.tasks import load_tasks  # noqa: E402
 from kevin.tasks.journal import Journal  # noqa: E402
-from kevin.tasks.splits import EXCLUDED_STATUSES  # noqa: E402
+from kevin.tasks.splits import EXCLUDED_FILE, EXCLUDED_STATUSES  # noqa: E402
 from kevin.tasks.validate import (  # noqa: E402
     DEFAULT_BUDGET_GIB,
     GIB,
@@ -57,18 +63,61 @@ def _commit() -> str:
         return "unknown"
 
 
+def package(report_path: Path, target: Path = EXCLUDED_FILE) -> list[str]:
+    """Write the shipped exclusion list from a whole GPU report (UsageError otherwise); its ids."""
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{report_path}: not a readable report ({exc})") from exc
+    total = len(load_tasks("kernelbench", level=[1, 2, 3]))
+    if (
+        report.get("settings", {}).get("device") != "cuda"
+        or sorted(report.get("levels", [])) != [1, 2, 3]
+        or len(report.get("results", [])) != total
+    ):
+        raise UsageError(
+            f"{report_path} is not a whole GPU report of levels 1-3 ({total} problems); run this script "
+            "with --levels 1 2 3 --device cuda to the end first"
+        )
+    skipped = [r["task_id"] for r in report["results"] if r["status"] == "skipped"]
+    if skipped:
+        raise UsageError(f"{report_path} skipped {skipped[:5]} (too large for its device): not whole")
+    record = {
+        "about": "KernelBench problems a checker cannot trust (degenerate or nondeterministic), left out of "
+        "every split by default (kevin.tasks.splits.KERNELBENCH_EXCLUDED); written by "
+        "bench/kernelbench_hygiene.py --package",
+        "report": str(report_path),
+        "commit": report.get("commit", ""),
+        "machine": report.get("machine", ""),
+        "excluded": [{k: row[k] for k in ("id", "name", "status", "reason")} for row in report["excluded"]],
+    }
+    target.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return [row["id"] for row in record["excluded"]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--package", metavar="REPORT", help="write the shipped list from REPORT, and stop")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout-s", type=float, default=120.0)
     parser.add_argument("--budget-gib", type=float, default=None)
-    parser.add_argument("--out", required=True, help="the JSON report to write")
+    parser.add_argument("--out", help="the JSON report to write (required unless --package)")
     parser.add_argument(
         "--journal", help="where each result is kept as it is known (default: <out's stem>.journal.jsonl)"
     )
     args = parser.parse_args(argv)
+    if args.package:
+        try:
+            ids = package(Path(args.package))
+        except UsageError as exc:
+            print(f"kernelbench_hygiene: {exc}", file=sys.stderr)
+            return 2
+        print(f"{EXCLUDED_FILE}: {len(ids)} excluded ({', '.join(ids)})")
+        return 0
+    if not args.out:
+        parser.error("--out is required (or --package REPORT)")
 
     budget_gib = args.budget_gib if args.budget_gib is not None else DEFAULT_BUDGET_GIB[args.device]
     settings = ValidateSettings(
@@ -106,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "commit": _commit(),
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}, "
-        f"torch {torch.__version__}",
+        f"torch {torch.__version__}"
+        + (f", {torch.cuda.get_device_name(0)}" if args.device == "cuda" and torch.cuda.is_available() else ""),
         "wall_s": round(wall_s, 1),
         "results_from_journal": len(known),
         "levels": args.levels,

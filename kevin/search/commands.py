@@ -519,9 +519,10 @@ def register_commands(subparsers) -> None:
     selection.add_argument(
         "--exclude",
         metavar="REPORT",
-        default="",
+        default="kernelbench",
         help="leave out the tasks a validation report flags (bench/kernelbench_hygiene.py's JSON or "
-        "`kevin tasks validate --json`): degenerate, nondeterministic",
+        "`kevin tasks validate --json`): degenerate, nondeterministic; default `kernelbench`, the 19 "
+        "KernelBench problems kevin ships as flagged; '' for none",
     )
     evaluation = parser.add_argument_group("evaluation")
     add_eval_options(evaluation)

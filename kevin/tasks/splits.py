@@ -99,13 +99,23 @@ SPLIT_NAMES = ("none", "paper", "seeded", "generated")
 """Splits known by name; anything else is read as a split file."""
 
 
+KERNELBENCH_EXCLUDED = "kernelbench"
+"""The name `read_excluded` (and so `loop.exclude`, `kevin bench --exclude`, their default) reads as the
+list kevin ships: the KernelBench problems of levels 1-3 that bench/kernelbench_hygiene.py found
+degenerate or nondeterministic on the GPU (`kevin/tasks/kernelbench_excluded.json`, written from
+its report by `bench/kernelbench_hygiene.py --package REPORT`). Ids outside KernelBench's (`L1_`..`L3_`)
+never match it."""
+EXCLUDED_FILE = Path(__file__).with_name("kernelbench_excluded.json")
+
+
 def read_excluded(path: str | Path) -> dict[str, str]:
     """Task id -> status of the problems a validation report excludes.
 
     Reads the JSON of bench/kernelbench_hygiene.py (an `excluded` list of {id, status}) or of
-    `kevin tasks validate --json` (`results` rows with task_id and status).
+    `kevin tasks validate --json` (`results` rows with task_id and status); `kernelbench`
+    (KERNELBENCH_EXCLUDED) is the list kevin ships.
     """
-    path = Path(path)
+    path = EXCLUDED_FILE if str(path) == KERNELBENCH_EXCLUDED else Path(path)
     try:
         data = json.loads(read_problem_text(path))
     except json.JSONDecodeError as exc:

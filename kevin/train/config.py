@@ -381,9 +381,11 @@ class LoopConfig:
     split: str = "paper"
     """Held-out split: `paper` (10% of each level), `seeded` (10% overall), `none`, or a JSON file
     (a generated set's split.json holds out whole operator sequences: `kevin tasks generate`)."""
-    exclude: str = ""
+    exclude: str = "kernelbench"
     """A validation report whose flagged tasks (degenerate, nondeterministic) are trained and held
-    out on neither side: bench/kernelbench_hygiene.py's JSON or `kevin tasks validate --json`."""
+    out on neither side: bench/kernelbench_hygiene.py's JSON or `kevin tasks validate --json`;
+    `kernelbench` (the default) is the list kevin ships for KernelBench levels 1-3 (19 problems,
+    kevin.tasks.splits.KERNELBENCH_EXCLUDED); empty: none."""
     eval_every: int = 10
     """Held-out evaluation every this many steps and after the last step; 0: never."""
     eval_at_start: bool = True

@@ -68,3 +68,56 @@ def test_a_journal_of_other_options_is_refused(tmp_path, monkeypatch) -> None:
         hygiene.main(["--levels", "1", "--device", "cpu", "--out", out])
     with pytest.raises(UsageError, match="timeout_s"):
         hygiene.main(["--levels", "1", "--device", "cpu", "--out", out, "--timeout-s", "30"])
+
+
+def test_package_writes_the_shipped_list_from_a_whole_gpu_report_only(tmp_path, monkeypatch, capsys) -> None:
+    """`--package REPORT`: the list `kernelbench` names (read_excluded) comes from a whole GPU report of
+    levels 1-3; a CPU report, a report of fewer problems or one that skipped some is refused."""
+    from kevin.tasks.splits import read_excluded
+
+    monkeypatch.setattr(hygiene, "load_tasks", lambda source, level: list(TASKS))
+    rows = [dict(task_id=t.id, level=1, name=t.name, status=STATUS[t.id]) for t in TASKS]
+    report = {
+        "commit": "abc",
+        "machine": "m",
+        "levels": [1, 2, 3],
+        "settings": {"device": "cuda"},
+        "excluded": [{"id": "L1_2", "name": "problem_2", "status": "degenerate", "reason": "r"}],
+        "results": rows,
+    }
+    target = tmp_path / "shipped.json"
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    assert hygiene.package(path, target) == ["L1_2"]
+    assert read_excluded(target) == {"L1_2": "degenerate"}
+    for broken in (
+        {**report, "settings": {"device": "cpu"}},
+        {**report, "levels": [1]},
+        {**report, "results": rows[:2]},
+        {**report, "results": [*rows[:2], {**rows[2], "status": "skipped"}]},
+    ):
+        path.write_text(json.dumps(broken))
+        with pytest.raises(UsageError):
+            hygiene.package(path, tmp_path / "not_written.json")
+    assert not (tmp_path / "not_written.json").exists()
+    assert hygiene.main(["--package", str(tmp_path / "absent.json")]) == 2
+    assert "not a readable report" in capsys.readouterr().err
+
+
+def test_the_shipped_list_is_the_committed_gpu_reports_and_the_default_everywhere() -> None:
+    """Issue #18: KernelBench's degenerate and nondeterministic problems are listed, shipped with kevin,
+    and left out of the trainer's and `kevin bench`'s splits unless asked otherwise."""
+    from pathlib import Path
+
+    from kevin.cli import build_parser
+    from kevin.tasks.splits import EXCLUDED_FILE, KERNELBENCH_EXCLUDED, read_excluded
+    from kevin.train.config import TrainConfig
+
+    shipped = json.loads(EXCLUDED_FILE.read_text())
+    committed = json.loads((Path(__file__).resolve().parents[2] / shipped["report"]).read_text())
+    assert read_excluded(KERNELBENCH_EXCLUDED) == {r["id"]: r["status"] for r in committed["excluded"]}
+    assert read_excluded("kernelbench")["L2_66"] == "nondeterministic"
+    assert read_excluded("kernelbench")["L1_23"] == "degenerate"
+    assert len(committed["results"]) == 250 and committed["settings"]["device"] == "cuda"
+    assert TrainConfig().loop.exclude == KERNELBENCH_EXCLUDED
+    assert build_parser().parse_args(["bench", "--replay", "r.jsonl"]).exclude == KERNELBENCH_EXCLUDED
