@@ -339,7 +339,7 @@ def test_init_forms_cuda_variants_are_right_or_wrong_as_labelled_on_the_gpu(tmp_
     finally:
         evaluator.close()
     for spec, variant, result in verdicts:
-        print(spec.name, variant.name, result.stage, result.speedup)
+        print(spec.name, variant.name, result.stage, result.speedup, result.explain())
     assert all(result.blame != "infrastructure" for _, _, result in verdicts), [
         (v.name, r.error[:300]) for _, v, r in verdicts if r.blame == "infrastructure"
     ]
