@@ -174,6 +174,13 @@ def test_kevin_family_command(tmp_path, capsys):
     (tmp_path / "other" / "99_foreign.py").write_text("x = 1\n")
     assert kevin_main(["family", "--out", str(tmp_path / "other")]) == 2
     assert "write the family to an empty folder" in capsys.readouterr().err
+    init = tmp_path / "init"
+    assert kevin_main(["family", "--out", str(init), "--size", "small", "--constant-form", "init"]) == 0
+    assert read_family(init) == generate_family(0, constant_form="init")
+    assert any("def __init__(self, c0" in path.read_text() for path in init.glob("*.py"))
+    capsys.readouterr()
+    assert kevin_main(["family", "--out", str(tmp_path / "bad"), "--constant-form", "argument"]) == 2
+    assert "--constant-form" in capsys.readouterr().err
 
 
 def test_train_counts_fill_each_kind_to_its_capacity_and_no_further():
