@@ -455,7 +455,7 @@ class LearningRun:
             **stats,
             "constant_draws": self.args.constant_draws,
             "constant_pool": constant_pool,
-            "constant_form": sorted({spec.constant_form for spec in specs}),
+            "constant_form": self.args.constant_form,
             "length_cap": self.args.length_cap,
             "one_shot": one_shot,
         }

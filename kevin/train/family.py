@@ -218,20 +218,33 @@ class TaskSpec:
     """CONSTANT_FORMS: literals in the forward, or the Model's constructor arguments."""
 
     @property
-    def constant_names(self) -> list[str | None]:
-        """Per op, the name its constant has in the code with the `init` form (`c0`, `c1`, ... in
-        order, None for an op without one); all None with the `literal` form."""
-        names: list[str | None] = []
+    def constant_slots(self) -> list[int | None]:
+        """Per op, its constant's place among the Model's constructor arguments with the `init` form
+        (0, 1, ... in order; None for an op without one); all None with the `literal` form."""
+        slots: list[int | None] = []
+        taken = 0
         for _, constant in self.ops:
-            taken = sum(name is not None for name in names)
-            init = self.constant_form == "init" and constant is not None
-            names.append(f"c{taken}" if init else None)
-        return names
+            if self.constant_form == "init" and constant is not None:
+                slots.append(taken)
+                taken += 1
+            else:
+                slots.append(None)
+        return slots
+
+    @property
+    def constant_names(self) -> list[str | None]:
+        """Per op, its constant's name in the code with the `init` form (`c0`, `c1`, ...), else None."""
+        return [None if slot is None else f"c{slot}" for slot in self.constant_slots]
+
+    @property
+    def init_names(self) -> list[str]:
+        """The Model's constructor arguments with the `init` form, in order (none with `literal`)."""
+        return [name for name in self.constant_names if name is not None]
 
     @property
     def init_values(self) -> list[float]:
-        """The constants the Model's constructor takes with the `init` form, in order (else none)."""
-        return [c for (_, c), name in zip(self.ops, self.constant_names) if name is not None]
+        """Their values, in the same order."""
+        return [c for (_, c), slot in zip(self.ops, self.constant_slots) if slot is not None]
 
     @property
     def signature(self) -> tuple[str, tuple[str, ...], str]:
@@ -330,7 +343,7 @@ def _problem_source(spec: TaskSpec) -> str:
     inputs = ", ".join([draw] * len(spec.inputs))
     body = "\n".join(f"        {line}" for line in _forward_lines(spec))
     small, large = spec.small_shape, spec.shape
-    names = [name for name in spec.constant_names if name is not None]
+    names = spec.init_names
     init = "".join(f"\n        self.{name} = {name}" for name in names)
     init_inputs = ", ".join(repr(value) for value in spec.init_values)
     # No task number in the text: with one, every training prompt carried a key that alone named its

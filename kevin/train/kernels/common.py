@@ -117,16 +117,11 @@ def op_expr(name: str, constant: float | None, *, slip: bool = False, slot: int 
 def op_exprs(spec: TaskSpec, *, slip: bool = False) -> list[str]:
     """Each op's expression of `v` in order, as the task's constant form carries its constant (`slip`:
     the first op slipped)."""
-    slots = constant_slots(spec)
+    slots = spec.constant_slots
     return [
         op_expr(name, constant, slip=slip and index == 0, slot=slots[index])
         for index, (name, constant) in enumerate(spec.ops)
     ]
-
-
-def constant_slots(spec: TaskSpec) -> list[int | None]:
-    """Per op, its constant's index in `K` with the `init` form (None: a literal, or no constant)."""
-    return [None if name is None else int(name[1:]) for name in spec.constant_names]
 
 
 def constants_decl(spec: TaskSpec, cuda: bool) -> str:
@@ -147,7 +142,7 @@ def host_start(spec: TaskSpec, cuda: bool) -> list[str]:
     """The host wrapper's first lines: its signature, then (the `init` form) the constants put where
     `f` reads them, on the call's stream on the GPU."""
     lines = [f"torch::Tensor run({params(spec)}) {{"]
-    names = [name for name in spec.constant_names if name is not None]
+    names = spec.init_names
     if not names:
         return lines
     if not cuda:
@@ -180,13 +175,13 @@ def op_line_patterns(*, slots: bool = True) -> list[tuple[str, re.Pattern]]:
 
 def params(spec: TaskSpec) -> str:
     tensors = [f"torch::Tensor {name}" for name in spec.inputs]
-    return ", ".join(tensors + [f"double {name}" for name in spec.constant_names if name is not None])
+    return ", ".join(tensors + [f"double {name}" for name in spec.init_names])
 
 
 def _file(spec: TaskSpec, cuda: bool, name: str, code: str) -> str:
     frame = CUDA_FRAME if cuda else CPP_FRAME
     ext = f"{spec.kind}_{name}" if cuda else f"{spec.kind}_{name}_cpp"
-    names = [name for name in spec.constant_names if name is not None]
+    names = spec.init_names
     return frame.substitute(
         code=code,
         name=ext,
