@@ -79,10 +79,12 @@ def compare(outputs: list[Any], expected: list[Any], atol: float, rtol: float) -
             worst["ok"] = False
             worst["reason"] = (
                 f"output {index}: every element is within atol={atol:g}, but the relative L2 error "
-                f"||out - ref|| / ||ref|| is {stats['relative_l2_error']:.3g} (limit {relative_l2_limit(rtol):g}): "
-                "the output is not the reference's"
+                f"||out - ref|| / ||ref|| is {stats['relative_l2_error']:.3g} "
+                f"(limit {relative_l2_limit(rtol):g}): the output is not the reference's"
             )
-        elif stats["relative_l2_error"] > small_output_limit(rtol) and stats["rms_error"] > NOISE_FLOOR * atol:
+        elif (
+            stats["relative_l2_error"] > small_output_limit(rtol) and stats["rms_error"] > NOISE_FLOOR * atol
+        ):
             # Each element is inside atol, which is most of the tolerance for outputs near its size,
             # but the error is no rounding noise: well above it and a large share of the output.
             worst["ok"] = False
