@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from string import Template
 
 from kevin.train.family import OPS, TaskSpec, c_float
+from kevin.train.kernels.slips import SLIPS
 
 LABELS = ("honest", "slow", "wrong")
 
@@ -81,18 +82,6 @@ class ModelNew(nn.Module):
     def forward(self, $args):
         return module.run($call)
 ''')
-
-SLIPS = {
-    "relu": "fmaxf(v, 0.1f)",
-    "gelu": "0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.44715f * v * v * v)))",
-    "sigmoid": "1.0f / (1.0f + expf(v))",
-    "silu": "v / (1.0f + expf(v))",
-    "tanh": "tanhf(2.0f * v)",
-    "scale": "v * {c2}",
-    "bias": "v - {c}",
-    "leaky": "v > 0.0f ? v * {c} : v",
-}
-"""A wrong constant or sign in each op: the `slip` bug."""
 
 STREAM = "0, at::cuda::getCurrentCUDAStream()"
 

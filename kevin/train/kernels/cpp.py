@@ -15,6 +15,7 @@ from kevin.train.kernels.common import (
     op_exprs,
     variant,
 )
+from kevin.train.kernels.slips import slip_shows
 
 # ---------------------------------------------------------------------------------------------
 # C++ (the CPU back end)
@@ -52,7 +53,7 @@ def elementwise(spec: TaskSpec) -> list[Variant]:
     if len(spec.ops) + (spec.kind == "residual") > 1:
         out.append(make("split", "slow", "one loop per op", split=True))
     out.append(make("wrong_bound", "wrong", "one loop over the elements", split=False, bound="n - 1"))
-    if spec.ops:
+    if slip_shows(spec, large=False):
         out.append(make("wrong_slip", "wrong", "one loop over the elements", split=False, slip=True))
     return out
 
@@ -102,7 +103,7 @@ def rowreduce(spec: TaskSpec) -> list[Variant]:
     out = [make("rows", "honest", "one pass per row", rows_first())]
     out.append(make("columns", "slow", "a column-major walk over the matrix", columns_first))
     out.append(make("wrong_bound", "wrong", "one pass per row", rows_first("cols - 1")))
-    if spec.ops:
+    if slip_shows(spec, large=False):
         out.append(make("wrong_slip", "wrong", "one pass per row", rows_first(), slip=True))
     return out
 
@@ -148,6 +149,6 @@ def softmax(spec: TaskSpec) -> list[Variant]:
         make("online", "honest", "an online max and sum per row, then the write", online),
         make("wrong_bound", "wrong", "three passes per row", three_pass("cols - 1")),
     ]
-    if spec.ops:
+    if slip_shows(spec, large=False):
         out.append(make("wrong_slip", "wrong", "three passes per row", three_pass(), slip=True))
     return out

@@ -30,6 +30,7 @@ from kevin.train.kernels.common import (
     threads_words,
     variant,
 )
+from kevin.train.kernels.slips import slip_shows
 
 # ---------------------------------------------------------------------------------------------
 # CUDA: elementwise chains (act, residual)
@@ -163,7 +164,7 @@ def elementwise(spec: TaskSpec) -> list[Variant]:
     out.append(make("few_t256", "slow", "few", 256, blocks="16"))
     out.append(make("wrong_quarter", "wrong", "one", 256, blocks="(n / 4 + threads - 1) / threads"))
     out.append(make("wrong_bound", "wrong", "one", 256, bound="n - 1"))
-    if spec.ops:
+    if slip_shows(spec, large=True):
         out.append(make("wrong_slip", "wrong", "vec4", 256, fn=elementwise_fn(spec, True, slip=True)))
     return out
 
@@ -321,7 +322,7 @@ def rowreduce(spec: TaskSpec) -> list[Variant]:
     out.append(make("wrong_nosync", "wrong", "tree", 256, sync=False))
     out.append(make("wrong_shuffle", "wrong", "warp", 256, shuffle=8))
     out.append(make("wrong_bound", "wrong", "shuffle", 256, bound="cols - 1"))
-    if spec.ops:
+    if slip_shows(spec, large=True):
         out.append(make("wrong_slip", "wrong", "shuffle", 256, fn=elementwise_fn(spec, True, slip=True)))
     return out
 
@@ -447,6 +448,6 @@ def softmax(spec: TaskSpec) -> list[Variant]:
     out.append(make("wrong_shuffle", "wrong", "block", 256, shuffle=8))
     out.append(make("wrong_nosync", "wrong", "block", 256, sync=False))
     out.append(make("wrong_bound", "wrong", "online", 256, bound="cols - 1"))
-    if spec.ops:
+    if slip_shows(spec, large=True):
         out.append(make("wrong_slip", "wrong", "online", 256, fn=elementwise_fn(spec, True, slip=True)))
     return out
