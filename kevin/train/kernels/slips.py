@@ -38,42 +38,38 @@ TORCH_SLIPS = {
     "bias": "{x} - {c}",
     "leaky": "torch.where({x} > 0, {x} * {c}, {x})",
 }
-"""The same slips as torch lines, as `Op.torch_form` writes an op (tests check the two agree)."""
+"""The same slips as torch lines, as `Op.torch_form` writes an op (tests check the two agree): the
+line that applies the op in a task's forward is swapped for its slip's (`slipped_source`)."""
 
 ROWS = 16
 """Rows drawn for the check: the output's statistics, not its size, decide the comparator's rules."""
 
 
-def _apply(form: str, x, constant: float | None):
-    import torch
-    import torch.nn.functional as F
-
-    line = form.format(x="x", c=repr(constant))
-    return eval(line, {"torch": torch, "F": F}, {"x": x})  # noqa: S307 - the family's own op lines
+def slipped_source(spec: TaskSpec) -> str:
+    """The task's problem file with its first op slipped: the line its forward applies that op with,
+    in the slip's torch form (chains hold distinct ops, so the line is there once)."""
+    (name, constant), init_name = spec.ops[0], spec.constant_names[0]
+    value = repr(constant) if init_name is None else f"self.{init_name}"
+    line = "x = " + OPS[name].torch_form.format(x="x", c=value)
+    source = spec.source()
+    if source.count(f" {line}\n") != 1:
+        raise ValueError(f"{spec.name}: the forward does not apply {name} as `{line}` once")
+    return source.replace(f" {line}\n", " x = " + TORCH_SLIPS[name].format(x="x", c=value) + "\n")
 
 
 def task_output(spec: TaskSpec, cols: int, *, slip: bool, seed: int = 0):
-    """The task's output on `ROWS` rows of `cols` columns, drawn as its problem draws its inputs;
-    with `slip`, its first op slipped."""
+    """The task's output on `ROWS` rows of `cols` columns: its own problem file run (its Model, its
+    get_inputs, its get_init_inputs), with its first op slipped when `slip`. Torch's global RNG is
+    left as it was."""
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
-
-    def draw():
-        if spec.kind == "rowreduce":
-            return torch.rand(ROWS, cols, generator=gen) + 0.5 * torch.randn(ROWS, cols, generator=gen)
-        return torch.randn(ROWS, cols, generator=gen)
-
-    x = draw()
-    if spec.kind == "residual":
-        x = x + draw()
-    for index, (name, constant) in enumerate(spec.ops):
-        x = _apply(TORCH_SLIPS[name] if slip and index == 0 else OPS[name].torch_form, x, constant)
-    if spec.kind == "rowreduce":
-        return {"sum": torch.sum, "max": torch.amax, "mean": torch.mean}[spec.reduce](x, dim=-1)
-    if spec.kind == "softmax":
-        return torch.softmax(x, dim=-1)
-    return x
+    namespace: dict = {}
+    exec(compile(slipped_source(spec) if slip else spec.source(), f"<{spec.name}>", "exec"), namespace)
+    namespace["ROWS"], namespace["COLS"] = ROWS, cols  # get_inputs reads them when called
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        inputs = namespace["get_inputs"]()
+        return namespace["Model"](*namespace["get_init_inputs"]())(*inputs)
 
 
 @functools.lru_cache(maxsize=4096)
