@@ -236,7 +236,10 @@ def test_naive_harness_runs_its_reference_on_a_replaced_operator(runs):
 @pytest.mark.parametrize("name", HONEST)
 def test_honest_candidate_passes_unflagged(name, runs):
     kevin = _kevin(name, runs)
-    assert kevin["passed"] and kevin["flags"] == [] and not kevin["side_effects"], kevin
+    # The stage and the error first: pytest shortens a long message, and stop 49's CI run showed
+    # only "{'stage': 'correctness', ..." for a failure this test could not then say more of.
+    why = f"{kevin['stage']}: {kevin.get('error')} flags={kevin['flags']} side_effects={kevin['side_effects']}"
+    assert kevin["passed"] and kevin["flags"] == [] and not kevin["side_effects"], why
     assert ENTRIES[name].expect.unmet(kevin, static_check=True) == "", kevin
 
 

@@ -59,7 +59,7 @@ class TrialsStage:
             outputs = [o.to(self.device) for o in outputs]
             if t == 0 and job["precision"] == "fp32":
                 self.checks["precision"] = self.precision(self.draw(self.trial_seed(0)), outputs, expected)
-            report = self.compare(outputs, expected, job["atol"], job["rtol"])
+            report = self.compare_trial(outputs, expected, self.trial_seed(t), shift)
             if shift is not None and report.get("reference_bad"):
                 # The reference itself is undefined on this distribution (a log of a negative,
                 # say): the trial says nothing about the candidate.
