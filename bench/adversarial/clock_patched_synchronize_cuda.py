@@ -3,18 +3,18 @@
 Family: 3 (fooling the clock)
 Problem: elementwise_chain
 Backend: cuda
-Expect: gate=global-state dynamic=deferred_work|impossible_speedup
+Expect: gate=global-state dynamic=twin|deferred_work|impossible_speedup
+Honest-twin: honest_elementwise_chain_cuda
 Cheat: an honest fused kernel, and at import torch.cuda.synchronize is replaced by a function that
 returns at once. A harness that times "call; torch.cuda.synchronize(); stop" in the candidate's
 process measures only the launch.
 Naive harness: it times with CUDA events and synchronizes through the event, not through
 torch.cuda.synchronize, so probably about the honest speed (unsure).
-kevin: static gate, global-state (an attribute of torch assigned). Dynamically (unsure): the judge's
-clock stops when the runner says the call is done, and the runner synchronizes through
-torch.cuda.synchronize looked up at call time, so its "done" comes before the device is; the
-work then piles up behind the next fetch (deferred_work) and the apparent time falls under the
-bandwidth floor (impossible_speedup). If neither flag fires this is a hole: the runner should bind
-its synchronize before the candidate loads.
+kevin: static gate, global-state (an attribute of torch assigned). Dynamically: the runner binds
+its synchronize (torch._C._cuda_synchronize) at boot, before any candidate exists, so the patch
+changes nothing it calls and the kernel is timed as its honest twin is (s42; before, the runner
+looked torch.cuda.synchronize up at each call, its DONE came before the device's, and only the
+fetch check (deferred_work) or the bandwidth floor (impossible_speedup) could stop it).
 """
 
 import torch

@@ -264,6 +264,28 @@ def test_a_runners_boot_touches_no_device_and_its_context_does(monkeypatch):
     assert runner.warm({})["seconds"] == {} and calls.count("profiler True") == 1
 
 
+def test_a_runner_synchronizes_through_the_function_it_bound_before_any_candidate(monkeypatch):
+    """A candidate that replaces torch.cuda.synchronize (and the C function under it) after the
+    runner booted does not stop the runner's synchronize: every timed call's DONE still waits for
+    the device (DESIGN.md section 4: synchronize the whole device before stopping a clock)."""
+    import torch
+
+    from kevin.evaluator.worker.runner import Runner
+
+    synced: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append("device"))
+    if hasattr(torch._C, "_cuda_synchronize"):
+        monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: synced.append("device"))
+    runner = Runner(None, None)  # type: ignore[arg-type]
+    runner.boot({"device": "cuda:0", "cpu_threads": 1, "flush_l2": True, "traced": False})
+    # The candidate's import, in this process: both names now do nothing.
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    if hasattr(torch._C, "_cuda_synchronize"):
+        monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: None)
+    runner._sync()
+    assert synced == ["device"]
+
+
 def test_the_baselines_reference_weights_load_inside_the_lock(lock_path, monkeypatch):
     """The control runner loads the reference (its weights to the device) before timing it."""
 

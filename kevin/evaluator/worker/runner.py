@@ -79,6 +79,11 @@ class Runner:
         self.torch, self.booted = torch, job
         self.device = job["device"]
         self.is_cuda = self.device.startswith("cuda")
+        # Bound now, before any candidate exists: one that replaces torch.cuda.synchronize (or the
+        # C function it calls) would otherwise make every timed call's DONE come before the device
+        # is done, and its work pile up behind the next fetch (bench/adversarial/
+        # clock_patched_synchronize_cuda.py, caught dynamically only by `deferred_work` then).
+        self.device_sync = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_grad_enabled(False)
@@ -324,8 +329,10 @@ class Runner:
         return self.trial_inputs.draw(self.problem.get_inputs, seed, shift, self.device, self.dtype)
 
     def _sync(self) -> None:
+        """The whole device synchronized (the current one: `context` set it), through the function
+        bound at `boot`."""
         if self.is_cuda:
-            self.torch.cuda.synchronize()
+            self.device_sync()
 
 
 COMMANDS = ("boot", "context", "warm", "setup", "load", "trial", "trace", "state", "cycles")
