@@ -39,3 +39,12 @@ def test_the_cpu_allows_its_socket_jitter_and_a_cold_copy() -> None:
     assert not fetch_checks(ns(2.37, 2.69), {}, clean, 0.3, "block")[1]
     assert fetch_checks(ns(2.37, 2.69), {}, clean, 0.3, "spin")[1]
     assert not fetch_checks(ns(0.1 + 0.9), {}, {"fetch_ms": 0.1}, 0.01, "block")[1]  # under the 1 ms floor
+
+
+def test_an_honest_small_outputs_slower_copy_is_not_deferral() -> None:
+    # s37's H100 A/B, 05_matmul small: the candidate's copy 0.067 ms over the clean copy with the
+    # fetch then the copy alone (the reply posted beside FETCHED), a 0.056 ms call.
+    clean = {"fetch_ms": 0.047, "own_fetch_ms": 0.040}
+    assert not fetch_checks(ns(0.114, 0.118), {}, clean, 0.056, "spin")[1]
+    # Deferring a small kernel's whole 0.12 ms still shows.
+    assert fetch_checks(ns(0.167, 0.17), {}, clean, 0.01, "spin")[1]

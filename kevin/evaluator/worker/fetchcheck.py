@@ -19,9 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
-FETCH_FLOOR_MS = {"spin": 0.05, "block": 1.0}
-"""Fetch-time excess below which no deferral is claimed: the signalling's own jitter (spinning on
-shared memory on the GPU back end, a socket round trip on the CPU one)."""
+FETCH_FLOOR_MS = {"spin": 0.1, "block": 1.0}
+"""Fetch-time excess below which no deferral is claimed: what honest fetches vary by. On the GPU
+back end the reply is posted beside FETCHED since s42 (exchange.SharedArea.post), so the fetch is
+the copy and a few microseconds; the copy of a candidate's output ran up to 0.067 ms slower than the
+clean copy in honest verdicts (s37/s41 fetch A/B on an H100; 0.063 ms in s34's learning run), so
+0.1 ms (before s42 the floor was 0.05 and the socket's wake-up, 0.05-0.15 ms, was in every fetch:
+half the clean fetch, 0.075-0.15 ms for small outputs, was what was allowed in practice). On the
+CPU back end every wait is on the socket: its round trip's jitter."""
 FETCH_CLEAN_MARGIN = {"spin": 0.5, "block": 2.5}
 """Fetch-time excess allowed, as a multiple of the clean fetch. The clean fetch copies a buffer that
 stays in the caches from one fetch to the next; on the CPU back end an honest output is copied after

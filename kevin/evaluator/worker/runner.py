@@ -318,8 +318,8 @@ class Runner:
 
     def _answer(self, spin: bool, words: Any, slot: int, value: int, message: dict[str, Any]) -> None:
         if spin:
-            if slot == FETCHED:
-                self.link.send(message)  # the outputs' description travels on the socket
+            if slot == FETCHED and not self.area.post(message):
+                self.link.send(message)  # too long for the control block: the socket
             words[slot] = value
         else:
             self.link.send(message)
