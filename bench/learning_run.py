@@ -310,7 +310,24 @@ class LearningRun:
                 raise UsageError(
                     f"--baseline-from {folder}: {task.id} {variant.name} was another kernel there; run without it"
                 )
+        timed_on = {str(row["verdict"].get("device") or "") for row in rows} - {""}
+        here = self.device_name()
+        if timed_on and here and timed_on != {here}:
+            # s34: the same kernels read +0.14 in speedup on an H100 against the H200's.
+            raise UsageError(
+                f"--baseline-from {folder}: its baseline was timed on {', '.join(sorted(timed_on))} and "
+                f"this machine is {here}, so its speedups are not this run's corpus average; run without it"
+            )
         return rows
+
+    def device_name(self) -> str:
+        """What this run's verdicts will name as their device ("cpu" on the cpp back end; "" where
+        no GPU can be asked, which checks nothing)."""
+        if self.args.backend != "cuda":
+            return "cpu"
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
 
     def real_evaluator(self):
         from kevin.train.rollout import build_evaluator

@@ -301,6 +301,25 @@ def test_a_fresh_run_reuses_an_earlier_baseline_of_the_same_kernels_and_refuses_
     assert f"held-out task {rows[0]['task']} differs there" in capsys.readouterr().err
 
 
+def test_a_baseline_timed_on_another_device_is_refused(tmp_path, capsys):
+    """The corpus average is a speedup on this machine: an H100's baseline under an H200's run (or
+    the GPU's under a CPU run) would compare the policy with another machine's numbers."""
+    common = ["--scale", "toy", "--backend", "cpp", "--budget-s", "300", "--baseline-per-task", "1"]
+    common += ["--set", "loop.stop_after_steps=1"]
+    first = tmp_path / "l1"
+    assert learning_run.main(["--out", str(first), "--work", str(tmp_path / "w1"), *common]) == 0
+    rows = [json.loads(line) for line in (first / "corpus_baseline.jsonl").read_text().splitlines()]
+    assert {row["verdict"]["device"] for row in rows} == {"cpu"}  # the real cpp evaluator's
+    argv = ["--out", str(tmp_path / "l2"), "--work", str(tmp_path / "w2"), *common, "--baseline-from", str(first)]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 0
+    rows[1]["verdict"]["device"] = "NVIDIA H100 80GB HBM3"
+    (first / "corpus_baseline.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    capsys.readouterr()
+    argv = ["--out", str(tmp_path / "l3"), "--work", str(tmp_path / "w3"), *common, "--baseline-from", str(first)]
+    assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
+    assert "timed on NVIDIA H100 80GB HBM3, cpu and this machine is cpu" in capsys.readouterr().err
+
+
 def test_too_few_heldout_tasks_is_a_usage_error(tmp_path, capsys):
     argv = ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "w"), "--heldout-tasks", "3"]
     assert learning_run.main(argv, evaluator_factory=PassingEvaluator) == 2
