@@ -208,6 +208,14 @@ def _within(op: Any, name: str) -> bool:
     return False
 
 
+def recorded_device_work(events: Any) -> bool:
+    """Whether the profile holds any device activity (a kernel, a copy, a fill): none at all from a
+    CUDA forward means the candidate ran nothing on the device, or CUPTI delivered nothing."""
+    from torch.autograd import DeviceType
+
+    return any(e.device_type == DeviceType.CUDA and not is_annotation(e) for e in events)
+
+
 def is_annotation(event: Any) -> bool:
     """A profiler range (record_function) rather than work: torch marks both its host event and its
     device-side shadow (`is_user_annotation`; kineto's activity type `gpu_user_annotation`). torch's

@@ -234,6 +234,35 @@ def test_the_cuda_trace_flags_a_token_kernel_beside_library_work(monkeypatch):
     assert trace["library_share"] > 0.9
 
 
+def test_a_blind_profiler_is_asked_once_more_then_said_blind_without_a_flag(monkeypatch):
+    """s34, s39, s41: honest kernels whose trace held no device work at all were flagged
+    `no_custom_kernel`. A look with no device activity where kevin's marker, profiled right after,
+    is not seen either is the profiler's failure: taken again once, then `blind`, no flag."""
+    import torch.profiler
+
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile)
+    monkeypatch.setattr(_FakeProfile, "events_list", [_host(1, "kevin::ext::forward")])
+    markers = []
+    monkeypatch.setattr(probes, "current_stream_ids", lambda sync: markers.append(1) or set())
+    calls = []
+    trace = probes.trace_forward(lambda: calls.append(1), True, lambda: None, [])
+    assert trace["blind"] is True and trace["flags"] == [], trace
+    assert len(markers) == 3  # once before the looks, once after each of the two blind ones
+    assert len(calls) == 1 + 2 * probes.TRACE_MAX_CALLS  # instant calls: each look's most
+
+
+def test_a_profiler_that_sees_the_marker_but_no_candidate_work_flags_no_custom_kernel(monkeypatch):
+    """The marker seen: the profiler works, so a forward with no device work of its own (a CPU
+    computation returned as the output) is what `no_custom_kernel` is for."""
+    import torch.profiler
+
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile)
+    monkeypatch.setattr(_FakeProfile, "events_list", [_host(1, "kevin::ext::forward")])
+    monkeypatch.setattr(probes, "current_stream_ids", lambda sync: {7})
+    trace = probes.trace_forward(lambda: None, True, lambda: None, [])
+    assert "blind" not in trace and "no_custom_kernel" in trace["flags"], trace
+
+
 def test_the_share_is_over_several_calls_not_the_one_that_was_profiled():
     """A forward that does its work in torch on odd calls and in its own code on even calls: one
     profiled call (the second, after a discarded start-up call) saw only its own code."""
@@ -426,3 +455,23 @@ def test_a_cut_error_keeps_the_start_of_its_last_line():
     assert truncate_middle(lines, 300).count("truncated by kevin") == 1
     assert len(truncate_middle(lines, 300)) <= 300 and truncate_middle("short", 300) == "short"
     assert truncate_middle(error, 200).count("truncated by kevin") == 1
+
+
+def test_a_blind_trace_is_the_infrastructures_failure_not_the_candidates():
+    """The judge's side: a runner's `blind` trace ends the verdict blamed on kevin (the trainer drops
+    it from its group unscored), where an empty trace was `no_custom_kernel` against the kernel."""
+    from kevin.evaluator.worker.support import Failure
+    from kevin.evaluator.worker.trials import TrialsStage
+
+    class Runner:
+        def request(self, command, **_):
+            assert command == "trace"
+            return {"ok": True, "trace": {"blind": True, "traced_calls": 32, "flags": []}}
+
+    judge = object.__new__(TrialsStage)
+    judge.job, judge.reference_call_s, judge.flags = {"seed": 1}, 0.001, []
+    judge.stage_name = "timing"
+    with pytest.raises(Failure) as failed:
+        judge.trace_candidate(Runner())
+    assert failed.value.fields["blame"] == "infrastructure" and failed.value.fields["stage"] == "runtime"
+    assert "profiler recorded no device work" in failed.value.fields["error"] and judge.flags == []

@@ -132,6 +132,16 @@ class TrialsStage:
         except RunnerFailed as failed:
             raise failed.failure("runtime", during=self.stage_name) from None
         trace = reply.get("trace") if isinstance(reply.get("trace"), dict) else {}
+        if trace.get("blind") is True:
+            # Untrusted like the rest of the reply; a candidate that claims it gains nothing: no
+            # verdict, which the trainer never scores.
+            raise Failure(
+                "runtime",
+                "the profiler recorded no device work in two looks, not even a marker kernel of "
+                "kevin's: the library check could not run",
+                blame="infrastructure",
+                compiled=True,
+            )
         flags = trace.pop("flags", [])
         self.flags.extend(f for f in flags if f in probes.TRACE_FLAGS)
         self.trace = {
