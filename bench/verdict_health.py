@@ -163,7 +163,22 @@ def health(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [v for v in verdicts if "timing" in (v.get("stage_seconds") or {})]
     retried = sum(1 for v in timed if ((v.get("checks") or {}).get("timing_attempts") or {}).get("candidate"))
     inflated = {who: sum(1 for v in verdicts if blocks_inflated(v.get(key))) for who, key in TIMED}
+    # s42: correct kernels the fp32 reference's own rounding failed and the float64 look passed, and
+    # the timed fetches' excess over the clean fetch (the deferred-work check's measure).
+    float64 = sum(1 for v in verdicts if (v.get("correctness") or {}).get("passed_against_float64"))
+    excess = sorted(
+        float(x)
+        for v in verdicts
+        if isinstance(x := (v.get("checks") or {}).get("fetch_excess_ms"), (int, float))
+    )
     return {
+        "passed_against_float64": float64,
+        "fetch_excess_ms": {
+            "n": len(excess),
+            "median": round(statistics.median(excess), 4) if excess else None,
+            "p90": round(excess[int(0.9 * (len(excess) - 1))], 4) if excess else None,
+            "max": round(excess[-1], 4) if excess else None,
+        },
         "bracket_sides": bracket_sides(verdicts),
         "references_retimed": sum(1 for v in verdicts if (v.get("checks") or {}).get("reference_retimed")),
         "verdicts": len(verdicts),
@@ -230,6 +245,16 @@ def report(summary: dict[str, Any]) -> str:
         )
     )
     lines.append(f"references timed again under their bandwidth floor: {summary['references_retimed']}")
+    lines.append(f"correct against the float64 reference only: {summary['passed_against_float64']}")
+    fetch = summary["fetch_excess_ms"]
+    lines.append(
+        f"timed fetch over the clean one (ms; deferred_work {summary['flags'].get('deferred_work', 0)}): "
+        + (
+            f"median {fetch['median']}, p90 {fetch['p90']}, max {fetch['max']} of {fetch['n']}"
+            if fetch["n"]
+            else "none"
+        )
+    )
     return "\n".join(lines)
 
 

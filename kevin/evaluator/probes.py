@@ -234,7 +234,9 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
             for look in (1, 4):
                 for _attempt in (1, 2):
                     with profile(activities=activities) as prof:
-                        calls = _traced_calls(fn, sync, TRACE_MIN_CALLS * look, TRACE_MIN_MS * look, TRACE_MAX_CALLS * look)
+                        calls = _traced_calls(
+                            fn, sync, TRACE_MIN_CALLS * look, TRACE_MIN_MS * look, TRACE_MAX_CALLS * look
+                        )
                     blind = (
                         is_cuda
                         and not attribution.recorded_device_work(prof.events())

@@ -124,3 +124,24 @@ def test_device_out_of_memory_is_counted_by_blame_with_the_reruns_alone(tmp_path
     assert summary["out_of_memory"] == {"by_blame": {"infrastructure": 2, "candidate": 1}, "rerun_alone": 1}
     printed = capsys.readouterr().out
     assert "device out of memory: infrastructure 2, candidate 1; rerun alone after one: 1" in printed
+
+
+def test_float64_passes_and_the_fetch_excess_are_summed_up(tmp_path, capsys):
+    """s42's two measures to read at the next GPU run: trials passed only against the float64
+    reference, and how far timed fetches ran over the clean one (deferred_work's measure)."""
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    rows = [
+        verdict(correctness={"passed_against_float64": [6]}, checks={"fetch_excess_ms": 0.02}),
+        verdict(checks={"fetch_excess_ms": -0.01}),
+        verdict(flags=["deferred_work"], checks={"fetch_excess_ms": 0.4}),
+        verdict(stage="correctness", correctness={"trials": 1}),
+    ]
+    write(rl / "heldout.jsonl", rows)
+    assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
+    summary = json.loads((tmp_path / "h.json").read_text())
+    assert summary["passed_against_float64"] == 1
+    assert summary["fetch_excess_ms"] == {"n": 3, "median": 0.02, "p90": 0.02, "max": 0.4}
+    out = capsys.readouterr().out
+    assert "correct against the float64 reference only: 1" in out
+    assert "(ms; deferred_work 1): median 0.02, p90 0.02, max 0.4 of 3" in out
