@@ -208,12 +208,12 @@ def _within(op: Any, name: str) -> bool:
     return False
 
 
-def recorded_device_work(events: Any) -> bool:
-    """Whether the profile holds any device activity (a kernel, a copy, a fill): none at all from a
+def device_activities(events: Any) -> int:
+    """How many device activities (kernels, copies, fills) the profile holds: none at all from a
     CUDA forward means the candidate ran nothing on the device, or CUPTI delivered nothing."""
     from torch.autograd import DeviceType
 
-    return any(e.device_type == DeviceType.CUDA and not is_annotation(e) for e in events)
+    return sum(1 for e in events if e.device_type == DeviceType.CUDA and not is_annotation(e))
 
 
 def is_annotation(event: Any) -> bool:

@@ -221,6 +221,7 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
     attribute = attribution.attribute_device if is_cuda else attribution.attribute_host
     found = attribution.Attribution()
     side: dict[int, list[str]] = {}
+    activities_seen = 0
     # No garbage collection inside the traced forwards: a collection that starts inside the
     # extension's range (hundreds of microseconds with torch loaded) would be counted as the
     # candidate's own work and hide the library share of a small problem.
@@ -237,15 +238,13 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
                         calls = _traced_calls(
                             fn, sync, TRACE_MIN_CALLS * look, TRACE_MIN_MS * look, TRACE_MAX_CALLS * look
                         )
-                    blind = (
-                        is_cuda
-                        and not attribution.recorded_device_work(prof.events())
-                        and not current_stream_ids(sync)
-                    )
+                    seen = attribution.device_activities(prof.events())
+                    blind = is_cuda and not seen and not current_stream_ids(sync)
                     if not blind or look > 1:
                         break
                 if blind:
                     return {"blind": True, "traced_calls": calls, "flags": []}
+                activities_seen += seen
                 part = attribute(prof.events())
                 part.calls = calls
                 found.merge(part)
@@ -267,6 +266,10 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
     top = sorted(found.library_ops.items(), key=lambda item: -item[1])[:5]
     per_call = max(found.calls, 1)
     return {
+        # For reading a `no_custom_kernel` on the GPU: what the looks recorded on the device at all,
+        # and whether kevin's marker was seen before them.
+        "device_activities": activities_seen,
+        "marker_seen": bool(own_streams),
         "side_streams": {str(k): v for k, v in side.items()},
         "library_share": round(found.share, 4),
         "library_ops_us": {k: round(v / per_call, 1) for k, v in top},

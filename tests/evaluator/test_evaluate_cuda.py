@@ -268,6 +268,8 @@ def test_an_honest_kernels_trace_has_no_library_work(task, config):
     result = evaluate(task, candidate("scale_relu"), config)
     assert result.passed and result.checks["trace"]["library_share"] < 0.05, result.checks["trace"]
     assert result.checks["trace"]["custom_us"] > 0
+    # The profiler saw kevin's marker and the kernel's work (s42: a trace without either is blind).
+    assert result.checks["trace"]["marker_seen"] and result.checks["trace"]["device_activities"] > 0
     top = result.checks["trace"]["kernels"][0]
     assert "scale_relu" in top["name"] and top["whose"] == "custom" and top["us"] > 0, top
     # Only the candidate's own work: no range's shadow, no copy of the runner's inputs (s38).

@@ -232,6 +232,7 @@ def test_the_cuda_trace_flags_a_token_kernel_beside_library_work(monkeypatch):
     trace = probes.trace_forward(lambda: None, True, lambda: None, [])
     assert "library_kernels" in trace["flags"], trace
     assert trace["library_share"] > 0.9
+    assert trace["device_activities"] == 4 and trace["marker_seen"] is False  # the four kernel events
 
 
 def test_a_blind_profiler_is_asked_once_more_then_said_blind_without_a_flag(monkeypatch):
@@ -261,6 +262,7 @@ def test_a_profiler_that_sees_the_marker_but_no_candidate_work_flags_no_custom_k
     monkeypatch.setattr(probes, "current_stream_ids", lambda sync: {7})
     trace = probes.trace_forward(lambda: None, True, lambda: None, [])
     assert "blind" not in trace and "no_custom_kernel" in trace["flags"], trace
+    assert trace["device_activities"] == 0 and trace["marker_seen"] is True
 
 
 def test_the_share_is_over_several_calls_not_the_one_that_was_profiled():

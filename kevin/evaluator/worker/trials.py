@@ -146,7 +146,15 @@ class TrialsStage:
         self.flags.extend(f for f in flags if f in probes.TRACE_FLAGS)
         self.trace = {
             k: trace[k]
-            for k in ("library_share", "library_ops_us", "custom_us", "traced_calls", "side_streams")
+            for k in (
+                "library_share",
+                "library_ops_us",
+                "custom_us",
+                "traced_calls",
+                "side_streams",
+                "device_activities",
+                "marker_seen",
+            )
             if k in trace
         }
         kernels = attribution.clean_kernel_table(trace.get("kernels"))
