@@ -92,11 +92,25 @@ def test_a_problem_without_a_float64_path_keeps_the_fp32_verdict():
 
 
 def test_the_second_look_casts_the_truth_to_the_references_dtype():
-    """The float64 outputs are compared in the reference's dtype, as the candidate's must be."""
+    """The float64 outputs are compared in the reference's dtype, as the candidate's must be: a
+    float16 reference's candidate in float16 passes on its float64 twin cast to float16."""
     judge = Judge(Cancels())
     x, y = judge.draw(11)
-    exact = judge.reference64([x, y], [torch.empty(0, dtype=torch.float16)])
-    assert exact is not None and exact[0].dtype == torch.float16
+    expected = [judge.model(x, y).half()]
+    truth = [((x.double() + y.double()) - x.double()).half()]
+    report = judge.compare_trial(truth, expected, 11, None)
+    assert report["ok"] and "past_reference_rounding" in report, report
+
+
+def test_a_float64_forward_the_caller_has_is_used_instead_of_another():
+    """Trial 0's float64 forward (made for the precision check) serves its second look too."""
+    judge = Judge(Cancels())
+    x, y = judge.draw(7)
+    expected = [judge.model(x, y)]
+    exact = judge.forward64([x, y])
+    judge.draw = lambda *_: pytest.fail("a second float64 forward was made")
+    report = judge.compare_trial([exact[0].float()], expected, 7, None, exact)
+    assert report["ok"] and "past_reference_rounding" in report, report
 
 
 # -- end to end: a cpp candidate that adds up in double, judged by a real worker ------------------

@@ -15,55 +15,52 @@ from kevin.evaluator.worker.support import Failure, flatten_outputs, short_excep
 
 
 class ReferenceStage:
-    def compare_trial(self, outputs: list[Any], expected: list[Any], seed: int, shift: int | None) -> dict:
+    def compare_trial(
+        self, outputs: list[Any], expected: list[Any], seed: int, shift: int | None, exact: Any = None
+    ) -> dict:
         """The candidate's outputs against the reference's on the inputs of (`seed`, `shift`); where
-        they fail, against the same model run in float64 on the same inputs and cast back to the
-        reference's dtypes. The reference's own rounding can be past the tolerance where a sum
-        cancels (a matmul's element near zero under x -> 4x - 2: 7e-4 off, past 1e-4 + 1e-4 x |ref|),
-        and a candidate that adds up in double was failed there for being nearer the truth (the
-        bundled matmul, one evaluation in 40 on the CPU). The report says when the second look passed."""
+        they fail, against the same model run in float64 on the same inputs (`exact`, when the
+        caller already has it) and cast back to the reference's dtypes. The reference's own rounding
+        can be past the tolerance where a sum cancels (a matmul's element near zero under
+        x -> 4x - 2: 7e-4 off, past 1e-4 + 1e-4 x |ref|), and a candidate that adds up in double was
+        failed there for being nearer the truth (the bundled matmul, one evaluation in 40 on the
+        CPU). The report says when the second look passed."""
         atol, rtol = self.job["atol"], self.job["rtol"]
         report = self.compare(outputs, expected, atol, rtol)
         if report["ok"] or report.get("reference_bad"):
             return report
-        exact = self.reference64(self.draw(seed, shift), expected)
         if exact is None:
+            try:
+                exact = self.forward64(self.draw(seed, shift))
+            except Exception:  # no float64 path: the fp32 verdict stands
+                return report
+        if len(exact) != len(expected):
             return report
-        second = self.compare(outputs, exact, atol, rtol)
+        cast = [
+            e.to(r.dtype) if isinstance(e, self.torch.Tensor) and isinstance(r, self.torch.Tensor) else e
+            for e, r in zip(exact, expected, strict=True)
+        ]
+        second = self.compare(outputs, cast, atol, rtol)
         if not second["ok"] or second.get("reference_bad"):
             return report
         second["past_reference_rounding"] = report["reason"]
         return second
 
-    def reference64(self, inputs: list[Any], expected: list[Any]) -> list[Any] | None:
-        """The reference model, copied to float64, on `inputs` made float64, its outputs cast to the
-        dtypes of `expected`; None where the problem has no float64 path."""
+    def forward64(self, inputs: list[Any]) -> list[Any]:
+        """The reference model, copied to float64, on `inputs` made float64; raises where the problem
+        has no float64 path."""
         torch = self.torch
+        args = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs]
+        exact = flatten_outputs(copy.deepcopy(self.model).double()(*args))
+        self.sync()
+        return exact
+
+    def precision(self, candidate_out: list[Any], expected: list[Any], exact: list[Any]) -> dict:
+        """The candidate and the fp32 reference, each against `exact`, the float64 reference's outputs
+        (see kevin.evaluator.probes)."""
         try:
-            exact = flatten_outputs(self.model64()(*self.args64(inputs)))
-            self.sync()
-            if len(exact) != len(expected):
-                return None
-            return [
-                e.to(r.dtype) if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) else e
-                for e, r in zip(exact, expected, strict=True)
-            ]
-        except Exception:
-            return None
-
-    def model64(self) -> Any:
-        return copy.deepcopy(self.model).double()
-
-    def args64(self, inputs: list[Any]) -> list[Any]:
-        torch = self.torch
-        return [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs]
-
-    def precision(self, inputs: list[Any], candidate_out: list[Any], expected: list[Any]) -> dict:
-        """The candidate and the fp32 reference, each against a float64 reference (see kevin.evaluator.probes)."""
-        try:
-            exact = flatten_outputs(self.model64()(*self.args64(inputs)))
             result = probes.precision_check(candidate_out, expected, exact)
-        except Exception as exc:  # some problems have no float64 path; the check is then skipped
+        except Exception as exc:
             return {"skipped": f"{type(exc).__name__}: {exc}"[:200]}
         self.flags.extend(result.pop("flags"))
         return result
