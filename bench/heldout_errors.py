@@ -1,7 +1,8 @@
 """Why the learning run's held-out kernels fail: each one sorted by its elementwise function `f`.
 
 The family's kernels (kevin.train.kernels) all compute a task's elementwise ops in one
-`__device__ __forceinline__ float f(float v)`, a line `v = <op>;` per op. So a held-out kernel can be
+`__device__ __forceinline__ float f(float v)`, a line `v = <op>;` per op (since s43 after a note
+`// <op>` naming it, skipped here). So a held-out kernel can be
 read against its task's spec (family.json):
 
     passed      the verdict passed
@@ -35,7 +36,7 @@ from kevin.errors import UsageError  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
 from kevin.rl.episodes import open_text, read_episodes, stored  # noqa: E402
 from kevin.train.family import SPEC_FILE, TaskSpec  # noqa: E402
-from kevin.train.kernels.common import elementwise_fn, op_line_patterns  # noqa: E402
+from kevin.train.kernels.common import NOTE, elementwise_fn, op_line_patterns  # noqa: E402
 
 CLASSES = ("passed", "f right", "constant", "ops", "no f")
 _F_BODY = re.compile(r"__device__ __forceinline__ float f\(float v\) \{\n(.*?)\n    return v;\n\}", re.S)
@@ -49,7 +50,7 @@ def read_ops(candidate: str | None) -> list[tuple[str, str | None]] | None:
     if match is None:
         return None
     ops = []
-    for line in match.group(1).split("\n"):
+    for line in _without_notes(match.group(1)).split("\n"):
         for name, pattern in PATTERNS:
             found = pattern.match(line)
             if found:
@@ -60,10 +61,16 @@ def read_ops(candidate: str | None) -> list[tuple[str, str | None]] | None:
     return ops
 
 
+def _without_notes(code: str) -> str:
+    """`code` less the lines of `f` that only name an op (kernels written since s43 have them; a
+    run's kernels are read alike either way)."""
+    return "\n".join(line for line in code.split("\n") if not line.lstrip().startswith(NOTE))
+
+
 def classify(spec: TaskSpec, candidate: str | None, passed: bool) -> str:
     if passed:
         return "passed"
-    if candidate and elementwise_fn(spec, True) in candidate:
+    if candidate and _without_notes(elementwise_fn(spec, True)) in _without_notes(candidate):
         return "f right"
     ops = read_ops(candidate)
     if ops is None:

@@ -17,6 +17,7 @@ import heldout_errors  # noqa: E402
 from kevin.evaluator.result import EvalResult  # noqa: E402
 from kevin.train.family import SPEC_FILE, TaskSpec  # noqa: E402
 from kevin.train.kernels import variants  # noqa: E402
+from kevin.train.kernels.common import NOTE  # noqa: E402
 
 SPEC = TaskSpec(
     number=7, kind="act", ops=(("leaky", 0.1), ("relu", None), ("scale", 3.0)), reduce="",
@@ -46,6 +47,19 @@ def test_each_way_of_getting_f_wrong_has_its_class():
     assert heldout_errors.classify(SPEC, next(v.source for v in variants(other, "cuda")), False) == "ops"
     assert heldout_errors.classify(SPEC, source.replace("fmaxf(v, 0.0f)", "fmaxf(v, b)"), False) == "no f"
     assert heldout_errors.classify(SPEC, None, False) == "no f"
+
+
+def test_kernels_written_before_fs_notes_are_read_alike():
+    """Kernels from runs before `f` named its ops (s41 and earlier) have the C lines alone: the same
+    classes, the notes neither needed nor counted as lines of `f`."""
+    source = _honest()
+    assert f"    {NOTE}relu\n    v = fmaxf(v, 0.0f);\n" in source
+    bare = "\n".join(line for line in source.split("\n") if not line.lstrip().startswith(NOTE))
+    assert heldout_errors.read_ops(bare) == heldout_errors.read_ops(source) == [
+        ("leaky", "0.1f"), ("relu", None), ("scale", "3.0f")
+    ]
+    assert heldout_errors.classify(SPEC, bare, passed=False) == "f right"
+    assert heldout_errors.classify(SPEC, bare.replace("v * 3.0f", "v * 0.25f"), False) == "constant"
 
 
 def test_the_init_forms_kernels_are_read_by_their_constant_slots():

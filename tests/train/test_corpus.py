@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -28,6 +29,7 @@ from kevin.train.corpus import (
 )
 from kevin.train.family import OPS, TaskSpec, c_float, generate_family, load_family, write_family
 from kevin.train.kernels import LABELS, variants
+from kevin.train.kernels.common import NOTE, op_names
 
 REPO = Path(__file__).resolve().parents[2]
 LITE = REPO / "kevin" / "evaluator" / "native" / "lite"
@@ -168,6 +170,28 @@ def test_the_plan_names_each_op_and_constant_as_the_prompt_does_in_the_order_f_a
         for variant in variants(spec, "cuda"):
             at = [variant.plan.find(word) for word in words]
             assert -1 not in at and at == sorted(at), (spec.name, variant.name, variant.plan)
+
+
+def test_each_line_of_f_follows_a_note_that_copies_the_plans_word_for_its_op(family, init_family):
+    """`f` names each op on the line before the op's C line, with the plan's word for it and in the
+    plan's order, in every variant that has an `f` (both back ends, both constant forms): the C line
+    is then a copy of the note just above it, not a recall of a chain seen in training."""
+    seen = 0
+    for specs in (family[0], init_family[0]):
+        for spec in (s for s in specs if s.ops):
+            words = op_names(spec)
+            for backend in ("cuda", "cpp"):
+                for variant in variants(spec, backend):
+                    match = re.search(r"float f\(float v\) \{\n(.*?)\n    return v;", variant.source, re.S)
+                    if match is None:
+                        continue
+                    lines = match.group(1).split("\n")
+                    assert lines[0::2] == [f"    {NOTE}{word}" for word in words], (spec.name, variant.name)
+                    assert all(line.startswith("    v = ") for line in lines[1::2]), (spec.name, variant.name)
+                    at = [variant.plan.find(word) for word in words]
+                    assert -1 not in at and at == sorted(at), (spec.name, variant.name, variant.plan)
+                    seen += 1
+    assert seen > 100
 
 
 def test_length_repeats_weigh_each_chain_length_of_a_kind_like_its_commonest_one():

@@ -86,6 +86,9 @@ class ModelNew(nn.Module):
 STREAM = "0, at::cuda::getCurrentCUDAStream()"
 
 
+NOTE = "// "
+"""How a line of `f` that names the next op begins (`elementwise_fn`)."""
+
 CONSTANTS = "K"
 """With the `init` constant form, the kernel source's array of the task's constants: `K[0]`, `K[1]`, ...
 in the order of the Model's constructor arguments (CUDA: `__constant__` memory the host wrapper fills
@@ -120,9 +123,16 @@ def constants_decl(spec: TaskSpec, cuda: bool) -> str:
 
 
 def elementwise_fn(spec: TaskSpec, cuda: bool, *, slip: bool = False) -> str:
+    """The task's elementwise ops as one function `f` of a value, a note naming each op (the plan's
+    word for it, `op_names`) on the line before the op's own. The notes make every line of `f` a
+    copy of what is just before it: the op's word from the plan, then its C form from the word. With
+    the C lines alone (sessions 13-41), the warm start wrote the plan right and `f` from memory: 9 of
+    s41's 12 failed held-out kernels named the task's chain in the plan and wrote another in `f`
+    (`silu, tanh and leaky` planned, silu, leaky, leaky written)."""
     qualifier = "__device__ __forceinline__" if cuda else "static inline"
     lines = [constants_decl(spec, cuda) + f"{qualifier} float f(float v) {{"]
-    lines += [f"    v = {expr};" for expr in op_exprs(spec, slip=slip)]
+    for word, expr in zip(op_names(spec), op_exprs(spec, slip=slip)):
+        lines += [f"    {NOTE}{word}", f"    v = {expr};"]
     lines += ["    return v;", "}", ""]
     return "\n".join(lines)
 
@@ -182,13 +192,18 @@ def _file(spec: TaskSpec, cuda: bool, name: str, code: str) -> str:
     )
 
 
-def _op_words(spec: TaskSpec) -> str:
-    """The ops as the plan names them, with the literal form's constants (`scale(3.0), gelu and relu`):
-    the plan is written just before `f`, so each line of `f` copies a word of the plan, and the plan
-    copies the prompt's docstring (TaskSpec.describe spells them alike). The `init` form's plan names
-    the ops alone (`scale, gelu and relu`): its code holds no constant to copy."""
+def op_names(spec: TaskSpec) -> list[str]:
+    """Each op as the plan and `f`'s notes name it, with the literal form's constant (`scale(3.0)`);
+    the `init` form names the op alone (`scale`): its code holds no constant to copy."""
     literal = spec.constant_form == "literal"
-    names = [name if c is None or not literal else f"{name}({c!r})" for name, c in spec.ops]
+    return [name if c is None or not literal else f"{name}({c!r})" for name, c in spec.ops]
+
+
+def _op_words(spec: TaskSpec) -> str:
+    """The ops as the plan names them (`scale(3.0), gelu and relu`): the plan is written just before
+    `f`, whose notes copy its words in order, and the plan copies the prompt's docstring
+    (TaskSpec.describe spells them alike)."""
+    names = op_names(spec)
     if spec.kind == "residual":
         names = ["the residual add", *names]
     if not names:
