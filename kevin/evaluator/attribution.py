@@ -15,6 +15,7 @@ Split out of probes.py in session 38, when the shadows and the runner's copies w
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,6 +215,40 @@ def device_activities(events: Any) -> int:
     from torch.autograd import DeviceType
 
     return sum(1 for e in events if e.device_type == DeviceType.CUDA and not is_annotation(e))
+
+
+LAUNCH_CALL = re.compile(r"cu(?:da)?(?:Launch|GraphLaunch|Memcpy|Memset)")
+"""The CUDA runtime and driver calls that put work on the device: kernel and graph launches, copies,
+fills (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemcpyToSymbolAsync`, `cudaMemsetAsync`...)."""
+
+
+def launch_calls(events: Any) -> int:
+    """How many calls that put work on the device the profile's host-side API records hold.
+
+    CUPTI can hand kineto a session's device records with timestamps from another clock, which
+    kineto then drops as out of the session's window, while the API records (host timestamps) stay
+    right (pytorch/pytorch#192021: the first records of each session, more the more sessions the
+    process has run, up to all of them). So launches recorded with no device activity at all mean
+    the device side of the profile was lost, not that nothing ran there (s43: two honest kernels
+    flagged `no_custom_kernel` with the marker seen). A profiler range of that name is a candidate's
+    annotation, not an API record, and is not counted."""
+    from torch.autograd import DeviceType
+
+    return sum(
+        1
+        for e in events
+        if e.device_type == DeviceType.CPU
+        and not is_annotation(e)
+        and LAUNCH_CALL.match(e.name)
+        and _api_record(e)
+    )
+
+
+def _api_record(event: Any) -> bool:
+    """Whether the event is a CUDA runtime or driver API record (torch versions whose events carry
+    no activity type: assumed, the name having matched)."""
+    kind = str(getattr(event, "activity_type", None) or "").lower()
+    return not kind or "runtime" in kind or "driver" in kind
 
 
 def is_annotation(event: Any) -> bool:

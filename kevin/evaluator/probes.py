@@ -209,11 +209,13 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
     """Run `fn` under the profiler (a discarded start-up call, then one or two looks of several
     calls); return the share of library work over every traced call and the top operators.
 
-    A look that recorded no device work where a marker kernel of kevin's, profiled right after it,
-    is not seen either is blind (CUPTI delivered nothing): the first is taken again once, and a
-    second blind look ends the trace with `blind` and no flag. s34, s39 and s41 saw honest kernels
-    with an empty trace flagged `no_custom_kernel` (2 of s41's 352 verdicts): a profiler that sees
-    nothing cannot testify that the candidate launched nothing."""
+    A look that recorded no device work is blind when its host-side API records show calls that
+    put work on the device (`attribution.launch_calls`: the device records were lost on their way,
+    pytorch/pytorch#192021), or when a marker kernel of kevin's, profiled right after it, is not
+    seen either (CUPTI delivered nothing): the first is taken again once, and a second blind look
+    ends the trace with `blind` and no flag. s34, s39, s41 and s43 saw honest kernels with an empty
+    trace flagged `no_custom_kernel` (2 of s41's 352 verdicts, 2 of s43's 304, the marker seen): a
+    profiler that lost what the candidate launched cannot testify that it launched nothing."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
@@ -221,7 +223,7 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
     attribute = attribution.attribute_device if is_cuda else attribution.attribute_host
     found = attribution.Attribution()
     side: dict[int, list[str]] = {}
-    activities_seen = 0
+    activities_seen = launches = 0
     # No garbage collection inside the traced forwards: a collection that starts inside the
     # extension's range (hundreds of microseconds with torch loaded) would be counted as the
     # candidate's own work and hide the library share of a small problem.
@@ -239,12 +241,14 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
                             fn, sync, TRACE_MIN_CALLS * look, TRACE_MIN_MS * look, TRACE_MAX_CALLS * look
                         )
                     seen = attribution.device_activities(prof.events())
-                    blind = is_cuda and not seen and not current_stream_ids(sync)
+                    launched = attribution.launch_calls(prof.events()) if is_cuda else 0
+                    blind = is_cuda and not seen and (launched > 0 or not current_stream_ids(sync))
                     if not blind or look > 1:
                         break
                 if blind:
-                    return {"blind": True, "traced_calls": calls, "flags": []}
+                    return {"blind": True, "traced_calls": calls, "launch_calls": launched, "flags": []}
                 activities_seen += seen
+                launches += launched
                 part = attribute(prof.events())
                 part.calls = calls
                 found.merge(part)
@@ -269,6 +273,7 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
         # For reading a `no_custom_kernel` on the GPU: what the looks recorded on the device at all,
         # and whether kevin's marker was seen before them.
         "device_activities": activities_seen,
+        "launch_calls": launches,
         "marker_seen": bool(own_streams),
         "side_streams": {str(k): v for k, v in side.items()},
         "library_share": round(found.share, 4),

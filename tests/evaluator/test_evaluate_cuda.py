@@ -270,6 +270,8 @@ def test_an_honest_kernels_trace_has_no_library_work(task, config):
     assert result.checks["trace"]["custom_us"] > 0
     # The profiler saw kevin's marker and the kernel's work (s42: a trace without either is blind).
     assert result.checks["trace"]["marker_seen"] and result.checks["trace"]["device_activities"] > 0
+    # Its launches are seen in the API records too (s43: the device records can be lost alone).
+    assert result.checks["trace"]["launch_calls"] > 0, result.checks["trace"]
     top = result.checks["trace"]["kernels"][0]
     assert "scale_relu" in top["name"] and top["whose"] == "custom" and top["us"] > 0, top
     # Only the candidate's own work: no range's shadow, no copy of the runner's inputs (s38).

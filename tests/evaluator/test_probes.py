@@ -265,6 +265,46 @@ def test_a_profiler_that_sees_the_marker_but_no_candidate_work_flags_no_custom_k
     assert trace["device_activities"] == 0 and trace["marker_seen"] is True
 
 
+def _api(id_: int, name: str, kind: str = "cuda_runtime") -> _Op:
+    """A CUDA runtime or driver API record as torch's profiler hands it out: a host event."""
+    return _Op(**{**vars(_host(id_, name)), "activity_type": kind})
+
+
+def test_launch_calls_count_the_api_records_that_put_work_on_the_device():
+    annotation = _Op(**{**vars(_host(9, "cudaLaunchKernel")), "is_user_annotation": True})
+    events = [
+        _api(1, "cudaLaunchKernel"), _api(2, "cuLaunchKernelEx", "cuda_driver"),
+        _api(3, "cudaMemcpyToSymbolAsync"), _api(4, "cudaMemsetAsync"), _api(5, "cudaGraphLaunch"),
+        _api(6, "cudaDeviceSynchronize"), _api(7, "cudaStreamIsCapturing"), _host(8, "aten::empty"),
+        annotation,  # a candidate's range named like a launch is not an API record
+        _Op(**{**vars(_host(10, "cudaLaunchKernel")), "activity_type": "cpu_op"}),
+        _kernel("scale_relu_kernel", _host(11, "kevin::ext::forward"), 3.0),
+    ]  # fmt: skip
+    assert attribution.launch_calls(events) == 5
+
+
+def test_launches_recorded_without_their_device_work_make_the_look_blind_not_the_candidate(monkeypatch):
+    """s43 (H100): two honest kernels (2.8x and 3.65x) were flagged `no_custom_kernel` with no
+    device activity in their looks and kevin's marker seen: kineto drops device records whose
+    timestamps CUPTI gave in another clock (pytorch/pytorch#192021) while the API records stay. Launches
+    with no device work are the profiler's loss: taken again once, then `blind`, no flag."""
+    import torch.profiler
+
+    monkeypatch.setattr(torch.profiler, "profile", _FakeProfile)
+    events = [_host(1, "kevin::ext::forward"), _api(2, "cudaMemcpyToSymbolAsync"), _api(3, "cudaLaunchKernel")]
+    monkeypatch.setattr(_FakeProfile, "events_list", events)
+    markers = []
+    monkeypatch.setattr(probes, "current_stream_ids", lambda sync: markers.append(1) or {7})
+    trace = probes.trace_forward(lambda: None, True, lambda: None, [])
+    assert trace["blind"] is True and trace["flags"] == [] and trace["launch_calls"] == 2, trace
+    assert len(markers) == 1  # the launches say it: no marker needed after the looks
+    # The candidate's own range named like a launch changes nothing: no API record, no launch.
+    fake = _Op(**{**vars(_host(2, "cudaLaunchKernel")), "is_user_annotation": True})
+    monkeypatch.setattr(_FakeProfile, "events_list", [_host(1, "kevin::ext::forward"), fake])
+    trace = probes.trace_forward(lambda: None, True, lambda: None, [])
+    assert "blind" not in trace and "no_custom_kernel" in trace["flags"] and trace["launch_calls"] == 0, trace
+
+
 def test_the_share_is_over_several_calls_not_the_one_that_was_profiled():
     """A forward that does its work in torch on odd calls and in its own code on even calls: one
     profiled call (the second, after a discarded start-up call) saw only its own code."""

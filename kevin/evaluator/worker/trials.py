@@ -144,8 +144,9 @@ class TrialsStage:
             # verdict, which the trainer never scores.
             raise Failure(
                 "runtime",
-                "the profiler recorded no device work in two looks, not even a marker kernel of "
-                "kevin's: the library check could not run",
+                "the profiler recorded no device work in two looks, though the candidate's launches "
+                "were recorded or kevin's marker kernel was not seen either: the library check could "
+                "not run",
                 blame="infrastructure",
                 compiled=True,
             )
@@ -160,6 +161,7 @@ class TrialsStage:
                 "traced_calls",
                 "side_streams",
                 "device_activities",
+                "launch_calls",
                 "marker_seen",
             )
             if k in trace
