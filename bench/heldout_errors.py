@@ -2,8 +2,8 @@
 
 The family's kernels (kevin.train.kernels) all compute a task's elementwise ops in one
 `__device__ __forceinline__ float f(float v)`, a line `v = <op>;` per op (since s43 after a note
-`// <op>` naming it, skipped here). So a held-out kernel can be
-read against its task's spec (family.json):
+`// <op>` naming it, skipped here). So a held-out kernel can be read against its task's spec
+(family.json):
 
     passed      the verdict passed
     f right     `f` is the task's, line for line, yet the kernel failed (a wrong or broken
