@@ -240,8 +240,9 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
                         calls = _traced_calls(
                             fn, sync, TRACE_MIN_CALLS * look, TRACE_MIN_MS * look, TRACE_MAX_CALLS * look
                         )
-                    seen = attribution.device_activities(prof.events())
-                    launched = attribution.launch_calls(prof.events()) if is_cuda else 0
+                    events = prof.events()
+                    seen = attribution.device_activities(events)
+                    launched = attribution.launch_calls(events) if is_cuda else 0
                     blind = is_cuda and not seen and (launched > 0 or not current_stream_ids(sync))
                     if not blind or look > 1:
                         break
@@ -249,7 +250,7 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
                     return {"blind": True, "traced_calls": calls, "launch_calls": launched, "flags": []}
                 activities_seen += seen
                 launches += launched
-                part = attribute(prof.events())
+                part = attribute(events)
                 part.calls = calls
                 found.merge(part)
                 if own_streams:  # no marker seen (no CUPTI): nothing to compare with
