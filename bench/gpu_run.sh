@@ -48,14 +48,24 @@ export KEVIN_KERNELBENCH_DIR="${KEVIN_KERNELBENCH_DIR:-$PWD/.kb}"
 OUT="${OUT:-bench/results}"
 STEPS=" ${STEPS:-build tests} "
 mkdir -p "$OUT"
-# A warm machine may still run workers of an earlier call cut short: they would hold the device lock.
+# A warm machine may still run processes of an earlier call cut short: kevin's workers would hold the
+# device lock, and anything left on the GPU shares it with this call's timings (s44: a naive-harness
+# child spinning in a kernel outlived its cut call, and two later calls timed beside it). What was
+# there is logged in env.txt; nothing of an earlier call is wanted, so every compute process goes.
+left_on_gpu=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1)
 pkill -KILL -f "kevin[.]evaluator[.]worker" 2>/dev/null || true
+pkill -KILL -f "naive_harness[.]py --child" 2>/dev/null || true
+# Its pids may be the host's (a container's own differ): only a Python process of that pid is killed.
+for pid in $(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null); do
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q python && kill -KILL "$pid" 2>/dev/null
+done
 has() { [[ "$STEPS" == *" $1 "* ]]; }
 {
   date -u
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, torch.cuda.get_device_name())"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,memory.used --format=csv
   echo "cores: $(nproc)"
+  echo "left on the GPU by earlier calls (killed): ${left_on_gpu:-none}"
 } 2>&1 | tee "$OUT/env.txt"
 
 if has build; then

@@ -18,9 +18,11 @@ It judges a candidate the way the original KernelBench harness did, with none of
 timeout and returns {correct, speedup, error, broken, ...}; `broken` is True when the child hung,
 crashed or said nothing (the harness could not give a verdict at all).
 
-Two things here are not naive, and neither changes a verdict: the child runs in a session of its
+Three things here are not naive, and none changes a verdict: the child runs in a session of its
 own, killed as a group on timeout, with its output in files (so a candidate's grandchildren cannot
-hang this process by holding a pipe), and on the CPU an address-space limit (`ADDRESS_SPACE_BYTES`)
+hang this process by holding a pipe); it dies with the thread that started it (PR_SET_PDEATHSIG), so
+a harness killed at a call's limit leaves no candidate spinning on the device (s44: one outlived its
+cut run and shared the H100 with the next two calls' timings); and on the CPU an address-space limit (`ADDRESS_SPACE_BYTES`)
 stands in for the machine's memory, so an abusive candidate fails instead of taking a shared machine
 down (not on a GPU: a CUDA context reserves far more address space than it uses).
 Builds may go through kevin's build cache (`build_cache`), which is plain load_inline behind a
@@ -30,6 +32,8 @@ content-addressed directory: it saves compile time and nothing else.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import functools
 import json
 import os
 import signal
@@ -47,6 +51,7 @@ TIMED_CALLS = 20
 RESULT_PREFIX = "NAIVE_RESULT "
 ADDRESS_SPACE_BYTES = 8 * 2**30
 REPO = Path(__file__).resolve().parents[1]
+PR_SET_PDEATHSIG = 1
 
 
 def naive_eval(
@@ -82,7 +87,7 @@ def naive_eval(
                 stderr=err,
                 env=env,
                 start_new_session=True,
-                preexec_fn=None if device.startswith("cuda") else _limit_address_space,
+                preexec_fn=functools.partial(_child_setup, os.getpid(), not device.startswith("cuda")),
             )
             try:
                 returncode = child.wait(timeout=timeout_s)
@@ -116,10 +121,16 @@ def naive_eval(
     }
 
 
-def _limit_address_space() -> None:
-    import resource
+def _child_setup(parent: int, limit_memory: bool) -> None:
+    """In the child, before exec: SIGKILL when the starting thread ends (or already has), and on the
+    CPU the address-space limit."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+        os._exit(1)
+    if limit_memory:
+        import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
 
 
 def _kill_group(pgid: int) -> None:
