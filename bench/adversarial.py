@@ -292,18 +292,21 @@ def result_summary(result: EvalResult) -> dict[str, Any]:
         "flags": result.flags,
         "rules": rules,
         "blame": result.blame,
-        "error": _headline(result.error),
+        "error": headline(result.error),
         "stage_seconds": result.stage_seconds,
         "checks": result.checks,
     }
 
 
-def _headline(error: str) -> str:
-    """The line of an error worth a table cell: a traceback's last line, else the first."""
+def headline(error: str) -> str:
+    """The line of an error worth a table cell: a traceback's last line (the exception) after what
+    the error says before the traceback, if anything (s44: `while timing:` alone hid a device OOM);
+    else the first line."""
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:160]
+    start = next((i for i, line in enumerate(lines) if line.startswith("Traceback")), None)
+    if start is None:
+        return lines[0][:160] if lines else ""
+    return " ".join([*lines[:start], lines[-1]])[:160]
 
 
 INFRASTRUCTURE_RETRIES = 1

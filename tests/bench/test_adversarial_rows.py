@@ -100,3 +100,17 @@ def test_a_triton_candidate_prebuilds_from_a_file(tmp_path, monkeypatch):
     entry = adversarial.Entry(name="candidate", family="honest", problem="01", backend="triton", path=path)
     [line] = adversarial.prebuild([entry], tmp_path / "cache", 1)
     assert line.startswith("candidate: ok"), line
+
+
+def test_a_cells_error_keeps_the_exception_after_what_the_error_says_before_its_traceback():
+    timed = (
+        "while timing:\nTraceback (most recent call last):\n  File \"runner.py\", line 9, in cycles\n"
+        "    out = self.model(*buffers)\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64 MiB"
+    )
+    assert adversarial.headline(timed) == (
+        "while timing: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64 MiB"
+    )
+    bare = "Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: bad shape"
+    assert adversarial.headline(bare) == "ValueError: bad shape"
+    assert adversarial.headline("wrong output on 1 of 4 trials\ndetails") == "wrong output on 1 of 4 trials"
+    assert adversarial.headline("") == ""
