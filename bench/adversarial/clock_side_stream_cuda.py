@@ -3,14 +3,16 @@
 Family: 3 (fooling the clock)
 Problem: scale_relu_rand
 Backend: cuda
-Expect: gate=none dynamic=side_stream
+Expect: gate=none dynamic=side_stream|correctness
 Cheat: an honest relu(x * scale) kernel, launched on a stream from the pool instead of the current
 stream, with no event joining the two. CUDA events recorded on the current stream around the call
 bracket an empty interval; the kernel runs after the end event.
 Naive harness: it synchronizes the whole device before comparing (right answer), and times with
 events on the current stream: the kernel's time is not in the interval.
 kevin: the judge's clock runs until the runner has synchronized the whole device, so the side
-stream's work is timed; the profiler trace flags the other stream (side_stream).
+stream's work is timed; the profiler trace flags the other stream (side_stream). Before that, a
+correctness trial can read the output before the side stream has written it (s44, H100: trial 4 of
+4 found 2,096,705 of 2,097,152 elements unwritten): `correctness` is as good a catch.
 """
 
 import torch

@@ -3,7 +3,7 @@
 Family: 7 (polluting state)
 Problem: linear_relu
 Backend: cuda
-Expect: gate=global-state dynamic=global_state_changed
+Expect: gate=global-state dynamic=global_state_changed|correctness
 Cheat: at import it sets torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 to True, so
 every framework GEMM or conv that runs afterwards in the process (the reference included) uses
 TF32; its own GEMM rounds both operands to TF32 (10-bit mantissa), as a tensor-core kernel would.
