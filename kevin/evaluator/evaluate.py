@@ -41,7 +41,7 @@ from typing import Any
 
 from kevin.errors import UsageError
 from kevin.evaluator import devlock, feedback
-from kevin.evaluator.result import EvalResult
+from kevin.evaluator.result import EVIDENCE_FLAGS, EvalResult
 from kevin.evaluator.sandbox import Limits, WorkerOutcome, run_worker
 from kevin.evaluator.spares import SparePool
 from kevin.evaluator.timing import TimingConfig
@@ -396,6 +396,11 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
         **common,
     )
     result.stage_seconds["total"] = round(outcome.elapsed_s, 4)
+    caught = sorted(set(result.flags) & EVIDENCE_FLAGS)
+    if result.blame == "infrastructure" and caught:
+        # Already caught by what it did: scored 0 as the candidate's, never dropped unscored.
+        result.blame = "candidate"
+        result.error = f"the candidate was caught ({', '.join(caught)}) before kevin's own failure: {result.error}"
     if outcome.leftovers:
         result.checks = dict(result.checks, left_processes=outcome.leftovers)
     builds = data.get("builds") or []

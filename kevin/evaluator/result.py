@@ -40,6 +40,25 @@ BLOCKING_FLAGS: frozenset[str] = frozenset(
     }
 )
 
+EVIDENCE_FLAGS: frozenset[str] = frozenset(
+    {
+        "inputs_mutated",
+        "timed_output_mismatch",
+        "global_state_changed",
+        "tampering",
+        "tensor_subclass",
+        "deferred_write",
+        "left_processes",
+    }
+)
+"""Blocking flags that only the candidate's own code raises, whatever the host or device was doing
+(what it wrote to its inputs, the state it changed, what it left running): once one is raised, a
+later failure of kevin's own (a timing it could not take steadily, say) does not make the verdict
+the infrastructure's, which trainers drop unscored. Flags read from timings or traces
+(`deferred_work`, `impossible_speedup`, `library_kernels`, ...) can come from a disturbance and are
+not here. s44's H100 table: state_mutate_input_cuda, flagged `inputs_mutated` seven times, came back
+the infrastructure's when the device was shared with a stray process."""
+
 ERROR_CHARS = 2000
 """Bound on `error`; the full captured log is in `log`, itself truncated with a visible marker."""
 
