@@ -22,9 +22,10 @@ Three things here are not naive, and none changes a verdict: the child runs in a
 own, killed as a group on timeout, with its output in files (so a candidate's grandchildren cannot
 hang this process by holding a pipe); it dies with the thread that started it (PR_SET_PDEATHSIG), so
 a harness killed at a call's limit leaves no candidate spinning on the device (s44: one outlived its
-cut run and shared the H100 with the next two calls' timings); and on the CPU an address-space limit (`ADDRESS_SPACE_BYTES`)
-stands in for the machine's memory, so an abusive candidate fails instead of taking a shared machine
-down (not on a GPU: a CUDA context reserves far more address space than it uses).
+cut run and shared the H100 with the next two calls' timings); and on the CPU an address-space
+limit (`ADDRESS_SPACE_BYTES`) stands in for the machine's memory, so an abusive candidate fails
+instead of taking a shared machine down (not on a GPU: a CUDA context reserves far more address
+space than it uses).
 Builds may go through kevin's build cache (`build_cache`), which is plain load_inline behind a
 content-addressed directory: it saves compile time and nothing else.
 """
