@@ -400,7 +400,8 @@ def _result_from_report(outcome: WorkerOutcome, common: dict[str, Any], extra_fl
     if result.blame == "infrastructure" and caught:
         # Already caught by what it did: scored 0 as the candidate's, never dropped unscored.
         result.blame = "candidate"
-        result.error = f"the candidate was caught ({', '.join(caught)}) before kevin's own failure: {result.error}"
+        caught_by = ", ".join(caught)
+        result.error = f"the candidate was caught ({caught_by}) before kevin's own failure: {result.error}"
     if outcome.leftovers:
         result.checks = dict(result.checks, left_processes=outcome.leftovers)
     builds = data.get("builds") or []

@@ -16,7 +16,9 @@ COMMON = {"backend": "cpp", "precision": "fp32", "task_id": "t"}
 
 def verdict(flags, leftover_processes=0):
     report = {"stage": "runtime", "blame": "infrastructure", "error": UNSTEADY, "flags": list(flags)}
-    outcome = WorkerOutcome(result=report, last_stage="timing", returncode=0, leftover_processes=leftover_processes)
+    outcome = WorkerOutcome(
+        result=report, last_stage="timing", returncode=0, leftover_processes=leftover_processes
+    )
     return outcome_to_result(outcome, EvalConfig(backend="cpp"), COMMON)
 
 
