@@ -145,3 +145,24 @@ def test_float64_passes_and_the_fetch_excess_are_summed_up(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "correct against the float64 reference only: 1" in out
     assert "(ms; deferred_work 1): median 0.02, p90 0.02, max 0.4 of 3" in out
+
+
+def test_traces_device_records_are_counted_against_their_launch_calls(tmp_path, capsys):
+    """s44: to read at the next GPU run whether a look loses some of its device records (fewer than
+    its launches) and not only all of them (`blind`)."""
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    traced = lambda **trace: verdict(checks={"trace": trace})  # noqa: E731
+    rows = [
+        traced(device_activities=24, launch_calls=24),
+        traced(device_activities=20, launch_calls=24),
+        traced(device_activities=30, launch_calls=2),
+        traced(blind=True, launch_calls=16),
+        traced(library_share=0.1),  # made before s43: no launch count
+        verdict(stage="compile"),
+    ]
+    write(rl / "episodes.jsonl", rows)
+    assert health.main([str(tmp_path), "--json", str(tmp_path / "h.json")]) == 0
+    summary = json.loads((tmp_path / "h.json").read_text())
+    assert summary["trace_records"] == {"equal": 1, "fewer": 1, "more": 1, "blind": 1}
+    assert "equal 1, fewer (records lost) 1, more 1, blind 1" in capsys.readouterr().out
