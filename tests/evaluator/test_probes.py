@@ -276,6 +276,7 @@ def test_launch_calls_count_the_api_records_that_put_work_on_the_device():
         _api(1, "cudaLaunchKernel"), _api(2, "cuLaunchKernelEx", "cuda_driver"),
         _api(3, "cudaMemcpyToSymbolAsync"), _api(4, "cudaMemsetAsync"), _api(5, "cudaGraphLaunch"),
         _api(6, "cudaDeviceSynchronize"), _api(7, "cudaStreamIsCapturing"), _host(8, "aten::empty"),
+        _api(12, "cudaLaunchHostFunc"), _api(13, "cuLaunchHostFunc", "cuda_driver"),  # no device work
         annotation,  # a candidate's range named like a launch is not an API record
         _Op(**{**vars(_host(10, "cudaLaunchKernel")), "activity_type": "cpu_op"}),
         _kernel("scale_relu_kernel", _host(11, "kevin::ext::forward"), 3.0),
