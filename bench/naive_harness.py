@@ -33,7 +33,6 @@ content-addressed directory: it saves compile time and nothing else.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import functools
 import json
 import os
@@ -45,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kevin.evaluator.confine import die_with_parent
+
 SEED = 42
 ATOL = RTOL = 1e-2
 WARMUP_CALLS = 3
@@ -52,7 +53,6 @@ TIMED_CALLS = 20
 RESULT_PREFIX = "NAIVE_RESULT "
 ADDRESS_SPACE_BYTES = 8 * 2**30
 REPO = Path(__file__).resolve().parents[1]
-PR_SET_PDEATHSIG = 1
 
 
 def naive_eval(
@@ -88,7 +88,7 @@ def naive_eval(
                 stderr=err,
                 env=env,
                 start_new_session=True,
-                preexec_fn=functools.partial(_child_setup, os.getpid(), not device.startswith("cuda")),
+                preexec_fn=functools.partial(_child_setup, not device.startswith("cuda")),
             )
             try:
                 returncode = child.wait(timeout=timeout_s)
@@ -122,12 +122,10 @@ def naive_eval(
     }
 
 
-def _child_setup(parent: int, limit_memory: bool) -> None:
+def _child_setup(limit_memory: bool) -> None:
     """In the child, before exec: SIGKILL when the starting thread ends (or already has), and on the
     CPU the address-space limit."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
-        os._exit(1)
+    die_with_parent()
     if limit_memory:
         import resource
 

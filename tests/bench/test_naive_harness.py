@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from kevin.evaluator.procfs import descendants, parent_of
+
 REPO = Path(__file__).resolve().parents[2]
 
 HANGING = textwrap.dedent(
@@ -36,28 +38,6 @@ DRIVER = textwrap.dedent(
 )
 
 
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_a_hanging_candidates_child_dies_with_the_harness_that_started_it():
     problem = str(REPO / "bench" / "adversarial" / "problems" / "scale_relu_rand.py")
     driver = subprocess.Popen(
@@ -69,16 +49,16 @@ def test_a_hanging_candidates_child_dies_with_the_harness_that_started_it():
         driver.stdin.write(HANGING)
         driver.stdin.close()
         deadline = time.monotonic() + 60
-        while not (child := children(driver.pid)) and time.monotonic() < deadline:
+        while not (child := descendants(driver.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert child, "the harness never started its child"
         time.sleep(0.5)  # past the child's exec: the setup before it is what is tested
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         deadline = time.monotonic() + 10
-        while alive(child[0]) and time.monotonic() < deadline:
+        while (left := parent_of(child[0])) and left[1] and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = alive(child[0])
+        left = bool(left and left[1])
         if left:
             os.kill(child[0], signal.SIGKILL)
         assert not left, "the candidate's child outlived the harness that started it"
