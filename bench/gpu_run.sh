@@ -11,12 +11,18 @@
 #               entries, comma-separated globs (default all: ~50 s an entry, more than one call);
 #               ADV_LANES: candidates at once (--lanes); ADV_FROM: a folder holding an earlier call's
 #               adversarial_cuda_rows.jsonl / _lanes.jsonl (carried): --resume runs only the rest
-#   throughput  bench/eval_throughput.py, cold pass (issue #5)
+#   throughput  bench/eval_throughput.py, cold pass (issue #5); its --deadline-s STEP_TIMEOUT - 50, then
+#               THROUGHPUT_ARGS (--harness kevin, --hangs, --timing-precision 0, ...)
 #   plain       bench/eval_throughput.py --passes plain: harness (a) alone over all 66 candidates,
 #               PLAIN_JOBS at once (builds overlap, GPU work one at a time), for the verdict check;
 #               merge with the cold pass: copy throughput_plain.json beside throughput_cold.json and
 #               run bench/eval_throughput.py --report-only --out <that dir>
 #   isolation   bench/isolation_cost.py --backend cuda: per-stage cost of the judge/runner split
+#   aa          bench/timing_aa.py (issue #15 item 2: copies of four short kernels in a busy 16-job batch),
+#               AA_PASSES (default busy,quiet) sharing a --deadline-s of STEP_TIMEOUT - 25; alone
+#   peer        bench/kernelbench_peer.py (issue #15: KernelBench's own evaluator over the throughput mix;
+#               carry .peers/KernelBench), --deadline-s STEP_TIMEOUT - 60, then PEER_ARGS; alone. kevin's
+#               side is `throughput` with THROUGHPUT_ARGS="--harness kevin" in the next call on that machine
 #   agreement   bench/eval_agreement.py (kevin's timing against triton's do_bench), after the rest
 #               has finished: it wants a quiet machine
 #   triton      bench/adversarial.py --backend triton (issue #19: 3 Triton cheats and an honest twin)
@@ -106,7 +112,7 @@ if has adversarial; then
 fi
 if has throughput; then
   $limit python3 bench/eval_throughput.py --kernelbench "$KEVIN_KERNELBENCH_DIR" --out "$OUT" --passes cold \
-    ${THROUGHPUT_ARGS:-} > "$OUT/throughput.log" 2>&1 &
+    --deadline-s $(( ${STEP_TIMEOUT:-540} - 50 )) ${THROUGHPUT_ARGS:-} > "$OUT/throughput.log" 2>&1 &
   pids+=($!)
 fi
 if has plain; then
@@ -118,6 +124,14 @@ fi
 [ ${#pids[@]} -gt 0 ] && wait "${pids[@]}"
 if has isolation; then
   $limit python3 bench/isolation_cost.py --backend cuda --out "$OUT" > "$OUT/isolation_cost.log" 2>&1
+fi
+if has aa; then  # alone: its copies' spread is the measurement (the busy pass makes its own load)
+  $limit python3 bench/timing_aa.py --out "$OUT" --passes "${AA_PASSES:-busy,quiet}" --kernelbench \
+    "$KEVIN_KERNELBENCH_DIR" --deadline-s $(( ${STEP_TIMEOUT:-540} - 25 )) > "$OUT/timing_aa.log" 2>&1
+fi
+if has peer; then  # alone: the peer's rate is over its own wall, as kevin's is over its own
+  $limit python3 bench/kernelbench_peer.py --out "$OUT" --kernelbench "$KEVIN_KERNELBENCH_DIR" \
+    --deadline-s $(( ${STEP_TIMEOUT:-540} - 60 )) ${PEER_ARGS:-} > "$OUT/kernelbench_peer.log" 2>&1
 fi
 if has triton; then
   $limit python3 bench/adversarial.py --backend triton --no-cost --out "$OUT" > "$OUT/adversarial_triton.log" 2>&1
@@ -191,6 +205,8 @@ has adversarial && { echo "== adversarial"; grep -E " -> |dynamic only|cheats" "
 has throughput && { echo "== throughput"; tail -30 "$OUT/throughput.log"; }
 has plain && { echo "== plain pass"; tail -8 "$OUT/plain_pass.log"; }
 has isolation && { echo "== isolation cost"; tail -16 "$OUT/isolation_cost.log"; }
+has aa && { echo "== timing A/A"; tail -14 "$OUT/timing_aa.log"; }
+has peer && { echo "== KernelBench's evaluator"; tail -4 "$OUT/kernelbench_peer.log"; }
 has agreement && { echo "== agreement"; tail -22 "$OUT/eval_agreement.log"; }
 has triton && { echo "== adversarial (triton)"; tail -20 "$OUT/adversarial_triton.log"; }
 has fetch && { echo "== fetch A/B"; tail -5 "$OUT/fetch_ab.log"; }
