@@ -201,8 +201,15 @@ def kevin_verdict(result: dict[str, Any]) -> str:
 # -- (b) kevin's service ----------------------------------------------------------------------------------
 
 
-def run_kevin(rows, kb, config, jobs, deadline, submit_reserve_s, grace_s) -> tuple[list[dict], float]:
-    """Every candidate through EvaluationService; returns (rows, wall seconds to the last result)."""
+def run_kevin(
+    rows, kb, config, jobs, deadline, submit_reserve_s, grace_s, journal: Path | None = None
+) -> tuple[list[dict], float]:
+    """Every candidate through EvaluationService; returns (rows, wall seconds to the last result).
+
+    Each result is printed as it comes, with its stage and error's first line when it is not correct,
+    and appended to `journal` (JSON lines) if given: a call cut at its limit still says what failed and
+    why (s45: an A/A pass killed at its limit wrote no report, and its log said only "error"). An
+    interrupt (the call's SIGINT) ends the wait; the rows finished so far are returned."""
     from kevin.evaluator.service import EvaluationService
     from kevin.tasks import Task
 
@@ -227,34 +234,49 @@ def run_kevin(rows, kb, config, jobs, deadline, submit_reserve_s, grace_s) -> tu
     feeder.start()
     results: dict[str, dict[str, Any]] = {}
     last = started
-    while True:
-        with lock:
-            pending = [f for f in futures if futures[f]["id"] not in results]
-        if not pending and not feeder.is_alive():
-            break
-        if time.monotonic() > deadline + grace_s:
-            break
-        if time.monotonic() > deadline:
-            for future in pending:
-                future.cancel()  # not started yet: never will be
-        for future in [f for f in pending if f.done()]:
-            row = futures[future]
-            if future.cancelled():
-                results[row["id"]] = {"id": row["id"], "verdict": "not_run", "stage": "cancelled"}
-                continue
-            data = future.result().to_dict()
-            data.pop("log", None)
-            results[row["id"]] = {"id": row["id"], "verdict": kevin_verdict(data), **data}
-            last = time.monotonic()
-            print(
-                f"[kevin] {row['id']}: {results[row['id']]['verdict']} "
-                f"({data.get('stage_seconds', {}).get('total')} s)",
-                flush=True,
-            )
-        time.sleep(0.2)
+    try:
+        while True:
+            with lock:
+                pending = [f for f in futures if futures[f]["id"] not in results]
+            if not pending and not feeder.is_alive():
+                break
+            if time.monotonic() > deadline + grace_s:
+                break
+            if time.monotonic() > deadline:
+                for future in pending:
+                    future.cancel()  # not started yet: never will be
+            for future in [f for f in pending if f.done()]:
+                row = futures[future]
+                if future.cancelled():
+                    results[row["id"]] = {"id": row["id"], "verdict": "not_run", "stage": "cancelled"}
+                    continue
+                data = future.result().to_dict()
+                data.pop("log", None)
+                results[row["id"]] = {"id": row["id"], "verdict": kevin_verdict(data), **data}
+                last = time.monotonic()
+                print(result_line(results[row["id"]]), flush=True)
+                if journal is not None:
+                    with journal.open("a") as out:
+                        out.write(json.dumps(results[row["id"]], default=str) + "\n")
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        print(f"[kevin] interrupted: {len(results)} of {len(rows)} finished, the rest not_run", flush=True)
     if all(f.done() for f in futures):
         service.close()
     return [results.get(row["id"], {"id": row["id"], "verdict": "not_run"}) for row in rows], last - started
+
+
+def result_line(row: dict[str, Any]) -> str:
+    """One finished candidate for the log: verdict and seconds, and for any verdict but correct the
+    stage, the blame and the error's first line (what a cut call's log must still say)."""
+    line = f"[kevin] {row['id']}: {row['verdict']} ({(row.get('stage_seconds') or {}).get('total')} s)"
+    if row["verdict"] == "correct":
+        return line
+    error = next((part.strip() for part in (row.get("error") or "").splitlines() if part.strip()), "")
+    flags = ",".join(row.get("flags") or [])
+    return f"{line} stage={row.get('stage')} blame={row.get('blame')}" + (
+        f" flags={flags}" if flags else ""
+    ) + (f": {error[:200]}" if error else "")
 
 
 # -- GPU busy share ----------------------------------------------------------------------------------------
@@ -407,8 +429,11 @@ def run_pass(
         plain.start()
     kevin_rows, kevin_wall = ([], 0.0)
     if args.harness in ("both", "kevin") and name != "plain":
+        journal = Path(args.out) / pass_file(name, args.hangs).replace(".json", "_rows.jsonl")  # kept if cut
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        journal.unlink(missing_ok=True)
         kevin_rows, kevin_wall = run_kevin(
-            manifest, kb, config, args.jobs, deadline, args.reserve_s, args.grace_s
+            manifest, kb, config, args.jobs, deadline, args.reserve_s, args.grace_s, journal
         )
     if plain is not None:
         plain.join(timeout=max(deadline + args.grace_s - time.monotonic(), 1.0))

@@ -19,7 +19,8 @@
 #               run bench/eval_throughput.py --report-only --out <that dir>
 #   isolation   bench/isolation_cost.py --backend cuda: per-stage cost of the judge/runner split
 #   aa          bench/timing_aa.py (issue #15 item 2: copies of four short kernels in a busy 16-job batch),
-#               AA_PASSES (default busy,quiet) sharing a --deadline-s of STEP_TIMEOUT - 25; alone
+#               AA_PASSES (default busy,quiet) sharing a --deadline-s of STEP_TIMEOUT - 60 (its 30 s
+#               grace for stragglers inside the step; s45's first was cut with no report); alone
 #   peer        bench/kernelbench_peer.py (issue #15: KernelBench's own evaluator over the throughput mix;
 #               carry .peers/KernelBench), --deadline-s STEP_TIMEOUT - 60, then PEER_ARGS; alone. kevin's
 #               side is `throughput` with THROUGHPUT_ARGS="--harness kevin" in the next call on that machine
@@ -127,7 +128,7 @@ if has isolation; then
 fi
 if has aa; then  # alone: its copies' spread is the measurement (the busy pass makes its own load)
   $limit python3 bench/timing_aa.py --out "$OUT" --passes "${AA_PASSES:-busy,quiet}" --kernelbench \
-    "$KEVIN_KERNELBENCH_DIR" --deadline-s $(( ${STEP_TIMEOUT:-540} - 25 )) > "$OUT/timing_aa.log" 2>&1
+    "$KEVIN_KERNELBENCH_DIR" --deadline-s $(( ${STEP_TIMEOUT:-540} - 60 )) > "$OUT/timing_aa.log" 2>&1
 fi
 if has peer; then  # alone: the peer's rate is over its own wall, as kevin's is over its own
   $limit python3 bench/kernelbench_peer.py --out "$OUT" --kernelbench "$KEVIN_KERNELBENCH_DIR" \

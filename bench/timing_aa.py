@@ -225,8 +225,11 @@ def run_pass(name: str, copies: list[dict], background: list[dict], args, kb: Pa
         timing=TimingConfig(precision=args.timing_precision),
     )
     rows = batch_order(copies, background if name == "busy" else [])
+    journal = Path(args.out) / f"timing_aa_{name}_rows.jsonl"  # each result as it comes: kept if cut
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.unlink(missing_ok=True)
     results, wall_s = run_kevin(
-        rows, kb, config, args.jobs, started + args.deadline_s, SUBMIT_RESERVE_S, GRACE_S
+        rows, kb, config, args.jobs, started + args.deadline_s, SUBMIT_RESERVE_S, GRACE_S, journal
     )
     by_id = {r["id"]: r for r in results}
     kernels = {}

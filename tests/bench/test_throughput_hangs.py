@@ -125,7 +125,7 @@ class _FakePlain:
         pass
 
 
-def _fake_kevin(rows, kb, config, jobs, deadline, reserve_s, grace_s):
+def _fake_kevin(rows, kb, config, jobs, deadline, reserve_s, grace_s, journal=None):
     """kevin's pass without a GPU: hangs time out after holding the device 10 s, the rest as expected."""
     out = []
     for row in rows:

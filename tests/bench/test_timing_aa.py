@@ -205,6 +205,52 @@ def test_report_shape(scripted_run):
     assert "10.000 / 9.900 / 10.100" in table[0]
 
 
+def test_a_result_that_is_not_correct_is_logged_with_its_stage_and_error_and_journaled(scripted_run, capsys):
+    # s45: an A/A pass cut at its call's limit wrote no report and its log said only "error" for 7
+    # copies: each result now says why as it comes, and is in the pass's journal.
+    _, out = scripted_run()
+    log = capsys.readouterr().out
+    compile_lines = [line for line in log.splitlines() if line.startswith("[kevin] bg0_B_03")]
+    assert compile_lines and "stage=compile" in compile_lines[0] and compile_lines[0].endswith(": boom")
+    assert not [line for line in log.splitlines() if line.startswith("[kevin] B_01#") and "stage=" in line]
+    journal = [json.loads(line) for line in (out / "timing_aa_busy_rows.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in journal) == sorted(
+        ["B_01#0", "B_01#1", "B_01#2", "B_02#0", "B_02#1", "B_02#2", "bg0_B_03", "bg1_B_04"]
+    )
+    assert next(r for r in journal if r["id"] == "bg0_B_03")["error"] == "boom"
+
+
+def test_an_interrupt_ends_the_wait_and_the_report_keeps_what_finished(scripted_run, monkeypatch):
+    # s45: the call's SIGINT reached the wait loop (KeyboardInterrupt in time.sleep) and main died
+    # without a report. Here the service never answers B_02's copies and the tenth wait (0.05 s each
+    # before it: the feeder has long submitted everything) is interrupted.
+    import eval_throughput
+
+    real_submit = _ScriptedService.submit
+
+    def submit(self, task, source):
+        return Future() if task.id == "B_02" else real_submit(self, task, source)
+
+    waits = []
+
+    class _Clock:
+        monotonic = staticmethod(__import__("time").monotonic)
+
+        @staticmethod
+        def sleep(seconds):
+            waits.append(seconds)
+            if len(waits) == 10:
+                raise KeyboardInterrupt
+            __import__("time").sleep(0.05)
+
+    monkeypatch.setattr(_ScriptedService, "submit", submit)
+    monkeypatch.setattr(eval_throughput, "time", _Clock)
+    report, _ = scripted_run()
+    kernels = report["passes"][0]["kernels"]
+    assert kernels["B_01"]["n"] == 3
+    assert [c["verdict"] for c in kernels["B_02"]["copies"]] == ["not_run"] * 3
+
+
 # -- a real run on the cpp back end ------------------------------------------------------------------------
 
 
