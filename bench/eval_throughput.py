@@ -214,6 +214,7 @@ def run_kevin(
     from kevin.tasks import Task
 
     service = EvaluationService(config, max_in_flight=jobs)
+    service.prepare()  # the shim and the symbol check's reference start building now, as in training
     futures: dict[Future, dict[str, Any]] = {}
     lock = threading.Lock()
     started = time.monotonic()

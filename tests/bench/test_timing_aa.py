@@ -135,6 +135,9 @@ class _ScriptedService:
             future.set_result(EvalResult(stage="compile", error="boom", timing={"build_cache_hit": False}))
         return future
 
+    def prepare(self):
+        self.prepared = True
+
     def close(self):
         pass
 
@@ -172,6 +175,7 @@ def test_every_copy_is_its_own_submission_of_the_same_source(scripted_run):
     assert ids == ["B_01", "B_02", "B_03", "B_01", "B_02", "B_01", "B_04", "B_02"]  # load between copies
     assert [task.id for task, _ in quiet.submitted] == ["B_01", "B_02"] * 3  # no load
     assert busy.max_in_flight == 4 and busy.config.timing.precision == 0.01
+    assert busy.prepared and quiet.prepared  # the shim and the symbol reference start with the service
     assert busy.config.baseline_cache is True
     assert report["passes"][0]["kernels"]["B_01"]["n"] == 3
     assert report["passes"][0]["background"] == {"n": 2, "verdicts": {"compile_error": 2}, "cold_builds": 2}
