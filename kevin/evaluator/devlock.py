@@ -223,19 +223,30 @@ def weight_for(need_bytes: int | None, device_bytes: int, slots: int) -> int:
     return 1
 
 
-def wait_for_memory(torch: object, need_bytes: int | None, patience_s: float = 30.0) -> None:
+def wait_for_memory(
+    torch: object, need_bytes: int | None, reserved_bytes: int = 0, patience_s: float = 30.0
+) -> float:
     """A finished worker's lock goes before the driver has torn down its context: wait (briefly)
     for its memory to come back, so inputs do not hit a spurious out-of-memory. A job alone on the
-    device (`need_bytes` None) waits for nearly all of it, a shared one for what it needs."""
+    device (`need_bytes` None) waits for nearly all of what the booted workers' contexts leave
+    (`reserved_bytes`, kevin.evaluator.devmem's plan: they stay while it runs), or for a free amount
+    that holds still at half of that; a shared one for what it needs. Returns the seconds waited.
+
+    s45 (H100, 16 in flight): the contexts took ~39 of 80 GiB, so free memory never reached half of
+    the device, and every job alone (three of the four A/A kernels' large inputs) sat out the whole
+    patience holding every admission slot, the device idle."""
     cuda = torch.cuda  # type: ignore[attr-defined]
-    deadline = time.monotonic() + patience_s
+    started = time.monotonic()
+    deadline = started + patience_s
     last_free = -1
     while time.monotonic() < deadline:
         free, total = cuda.mem_get_info()
+        usable = max(total - reserved_bytes, 0)
         if need_bytes is None:
-            if free >= 0.9 * total or (free == last_free and free >= 0.5 * total):
-                return
+            if free >= 0.9 * usable or (free == last_free and free >= 0.5 * usable):
+                break
         elif free >= need_bytes:
-            return
+            break
         last_free = free
         time.sleep(0.25)
+    return round(time.monotonic() - started, 3)

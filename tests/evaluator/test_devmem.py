@@ -94,3 +94,55 @@ def test_a_ray_actor_plans_its_own_gpu(monkeypatch):
     assert actor.config.device_index == 0 and actor.spares.max_idle == 5
     assert actor.config.device_reserved_bytes == 17 * devmem.WORKER_BYTES
     actor.spares.close()
+
+
+# -- a job's wait for device memory (kevin.evaluator.devlock.wait_for_memory) --------------------------------
+
+
+class _Device:
+    """torch.cuda's mem_get_info over a script of free amounts (the last repeats), on a fake clock."""
+
+    def __init__(self, frees_gib, total_gib):
+        self.frees, self.total, self.now, self.reads = list(frees_gib), total_gib, 0.0, 0
+        self.cuda = self
+
+    def mem_get_info(self):
+        free = self.frees[min(self.reads, len(self.frees) - 1)]
+        self.reads += 1
+        return int(free * 2**30), int(self.total * 2**30)
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def _wait(monkeypatch, frees_gib, need_gib=None, reserved_gib=0.0, total_gib=80.0):
+    from kevin.evaluator import devlock
+
+    device = _Device(frees_gib, total_gib)
+    monkeypatch.setattr(devlock.time, "monotonic", device.monotonic)
+    monkeypatch.setattr(devlock.time, "sleep", device.sleep)
+    need = None if need_gib is None else int(need_gib * 2**30)
+    return devlock.wait_for_memory(device, need, int(reserved_gib * 2**30), patience_s=30.0)
+
+
+def test_a_job_alone_does_not_sit_out_the_patience_for_memory_the_booted_contexts_hold(monkeypatch):
+    # s45 (H100, 16 in flight, 1 spare): 17 workers' contexts planned at ~39 GiB of 80; free memory
+    # held still at 38 GiB, under half the device, and each job alone waited the whole 30 s.
+    reserved = devmem.WORKER_BYTES * 17 / 2**30
+    assert _wait(monkeypatch, [38.0], reserved_gib=reserved) <= 0.5
+    # ... while a context still being torn down is waited for until the free amount holds still
+    assert _wait(monkeypatch, [20.0, 30.0, 34.0, 35.0], reserved_gib=reserved) == pytest.approx(1.0)
+
+
+def test_without_a_plan_a_job_alone_still_waits_for_half_the_device(monkeypatch):
+    assert _wait(monkeypatch, [38.0]) == pytest.approx(30.0)  # the patience: nothing reserved
+    assert _wait(monkeypatch, [41.0]) == pytest.approx(0.25)  # still at half of 80: two reads
+    assert _wait(monkeypatch, [75.0]) == 0.0
+
+
+def test_a_shared_job_waits_for_what_it_needs(monkeypatch):
+    assert _wait(monkeypatch, [2.0, 4.0, 9.0], need_gib=8.0, reserved_gib=39.0) == pytest.approx(0.5)
+    assert _wait(monkeypatch, [2.0], need_gib=8.0, reserved_gib=39.0) == pytest.approx(30.0)

@@ -435,9 +435,12 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
         weight = int(self.job.get("admission_weight") or weight)  # a rerun alone after an OOM
         self.lock.admit(weight)
-        self.checks["device_admission"] = {"weight": weight, "slots": slots, "estimate_bytes": need}
+        admission = {"weight": weight, "slots": slots, "estimate_bytes": need}
+        self.checks["device_admission"] = admission
         if self.is_cuda:
-            devlock.wait_for_memory(self.torch, need if weight < slots else None)
+            admission["memory_wait_s"] = devlock.wait_for_memory(
+                self.torch, need if weight < slots else None, int(self.job.get("device_reserved_bytes") or 0)
+            )
 
     @contextmanager
     def device_section(self, stage: str, exclusive: bool) -> Iterator[None]:
