@@ -177,6 +177,12 @@ def copy_record(result: dict[str, Any]) -> dict[str, Any]:
         else None,
         "build_cache_hit": timing.get("build_cache_hit"),
         "seconds": {k: seconds[k] for k in ("wait_gpu", "timing", "baseline", "total") if k in seconds},
+        # Alone on the device or shared, and how long it waited for memory after admission (s45: every
+        # copy alone sat out a 30 s wait while the booted workers' contexts held half the H100).
+        "admission": {
+            k: (result.get("checks") or {}).get("device_admission", {}).get(k)
+            for k in ("weight", "slots", "memory_wait_s")
+        },
         "error": (result.get("error") or "")[:300],
         # Which check refused a copy that is not `correct` (s24's CI: one flagged copy on 2 busy cores
         # whose report could not say which flag).
@@ -190,10 +196,16 @@ def kernel_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     stats = {"submitted": len(records), **spread_stats(timed)}
     stats["baselines_timed"] = sum(r["baseline_timed"] for r in timed)
     stats["failed"] = [
-        f"{r['id']}: {r['verdict']}" for r in records if r["verdict"] not in ("correct", "not_run")
+        f"{r['id']}: {r['verdict']}" + (f" ({_first_line(r.get('error'))})" if r.get("error") else "")
+        for r in records
+        if r["verdict"] not in ("correct", "not_run")
     ]
     stats["verdict"], stats["reason"] = verdict(stats)
     return stats
+
+
+def _first_line(text: str | None, width: int = 160) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")[:width]
 
 
 def verdict(stats: dict[str, Any]) -> tuple[str, str]:
@@ -291,9 +303,13 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append("")
     for one in passes:
         load = one["background"]
+        copies = [c for k in one["kernels"].values() for c in k["copies"]]
+        alone = [c for c in copies if (c.get("admission") or {}).get("weight") not in (None, 1)]
+        waits = sorted((c.get("admission") or {}).get("memory_wait_s") or 0.0 for c in copies)
         lines.append(
             f"- {one['pass']}: {one['wall_s']} s; background {load['n']} candidates "
-            f"({load['cold_builds']} cold builds), verdicts {load['verdicts']}"
+            f"({load['cold_builds']} cold builds), verdicts {load['verdicts']}; copies alone on the "
+            f"device {len(alone)} of {len(copies)}, memory wait max {waits[-1] if waits else 0:.2f} s"
         )
         for kernel, s in one["kernels"].items():
             lines += [f"  - {kernel} failed copy {f}" for f in s["failed"]]

@@ -71,6 +71,18 @@ def test_short_kernels_too_few_copies_and_failed_copies():
     failed = bench.kernel_stats(_copies([10.0, 10.0, 10.0], verdicts=["correct", "correct", "error"]))
     assert failed["verdict"] == "FAIL" and failed["failed"] == ["B_01#2: error"]
     assert failed["n"] == 2  # the failed copy's missing speedup is not averaged in
+    records = _copies([10.0, 10.0], verdicts=["correct", "error"])
+    records[1]["error"] = "\nCUDA out of memory. Tried to allocate 1.00 GiB\n(the rest)"
+    assert bench.kernel_stats(records)["failed"] == ["B_01#1: error (CUDA out of memory. Tried to allocate 1.00 GiB)"]
+
+
+def test_a_copy_record_says_whether_it_ran_alone_and_how_long_it_waited_for_memory():
+    row = {"id": "B_02#0", "verdict": "correct", "checks": {"device_admission": {"weight": 4, "slots": 4,
+           "estimate_bytes": 1, "memory_wait_s": 30.0}}}  # fmt: skip
+    assert bench.copy_record(row)["admission"] == {"weight": 4, "slots": 4, "memory_wait_s": 30.0}
+    assert bench.copy_record({"id": "B_02#1", "verdict": "error"})["admission"] == {
+        "weight": None, "slots": None, "memory_wait_s": None
+    }
 
 
 # -- the batch ---------------------------------------------------------------------------------------------
