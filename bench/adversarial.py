@@ -298,15 +298,22 @@ def result_summary(result: EvalResult) -> dict[str, Any]:
     }
 
 
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failure)\b")
+
+
 def headline(error: str) -> str:
-    """The line of an error worth a table cell: a traceback's last line (the exception) after what
-    the error says before the traceback, if anything (s44: `while timing:` alone hid a device OOM);
-    else the first line."""
+    """The line of an error worth a table cell: a traceback's exception line after what the error says
+    before the traceback, if anything (s44: `while timing:` alone hid a device OOM); else the first
+    line. The exception line is the first after the last frame that names an exception type, not the
+    traceback's last line: a CUDA error's message runs over four lines and ends in torch's advice
+    (s45: `Compile with TORCH_USE_CUDA_DSA ...` stood for an illegal memory access)."""
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
     start = next((i for i, line in enumerate(lines) if line.startswith("Traceback")), None)
     if start is None:
         return lines[0][:160] if lines else ""
-    return " ".join([*lines[:start], lines[-1]])[:160]
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith('File "')), default=start)
+    exception = next((line for line in lines[last_frame + 1 :] if EXCEPTION_LINE.match(line)), lines[-1])
+    return " ".join([*lines[:start], exception])[:160]
 
 
 INFRASTRUCTURE_RETRIES = 1

@@ -114,3 +114,14 @@ def test_a_cells_error_keeps_the_exception_after_what_the_error_says_before_its_
     assert adversarial.headline(bare) == "ValueError: bad shape"
     assert adversarial.headline("wrong output on 1 of 4 trials\ndetails") == "wrong output on 1 of 4 trials"
     assert adversarial.headline("") == ""
+    # s45: torch's CUDA error runs over four lines and ends in advice; the cell showed only the advice
+    illegal = (
+        "the candidate raised:\nTraceback (most recent call last):\n  File \"runner.py\", line 3, in trial\n"
+        "    outputs = model(*inputs)\ntorch.AcceleratorError: CUDA error: an illegal memory access was "
+        "encountered\nCUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+    )
+    assert adversarial.headline(illegal) == (
+        "the candidate raised: torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    )
