@@ -235,6 +235,9 @@ def run_kevin(
     feeder.start()
     results: dict[str, dict[str, Any]] = {}
     last = started
+    if journal is not None:  # this pass's own: an earlier run's rows never mix in
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        journal.unlink(missing_ok=True)
     try:
         while True:
             with lock:
@@ -273,11 +276,16 @@ def result_line(row: dict[str, Any]) -> str:
     line = f"[kevin] {row['id']}: {row['verdict']} ({(row.get('stage_seconds') or {}).get('total')} s)"
     if row["verdict"] == "correct":
         return line
-    error = next((part.strip() for part in (row.get("error") or "").splitlines() if part.strip()), "")
+    error = first_line(row.get("error"), 200)
     flags = ",".join(row.get("flags") or [])
     return f"{line} stage={row.get('stage')} blame={row.get('blame')}" + (
         f" flags={flags}" if flags else ""
-    ) + (f": {error[:200]}" if error else "")
+    ) + (f": {error}" if error else "")
+
+
+def first_line(text: str | None, width: int = 160) -> str:
+    """The first non-blank line of an error, cut to `width`."""
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")[:width]
 
 
 # -- GPU busy share ----------------------------------------------------------------------------------------
@@ -431,8 +439,6 @@ def run_pass(
     kevin_rows, kevin_wall = ([], 0.0)
     if args.harness in ("both", "kevin") and name != "plain":
         journal = Path(args.out) / pass_file(name, args.hangs).replace(".json", "_rows.jsonl")  # kept if cut
-        journal.parent.mkdir(parents=True, exist_ok=True)
-        journal.unlink(missing_ok=True)
         kevin_rows, kevin_wall = run_kevin(
             manifest, kb, config, args.jobs, deadline, args.reserve_s, args.grace_s, journal
         )

@@ -67,7 +67,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_throughput import _stragglers, environment, interleaved, kernelbench_dir, prepare_cache, run_kevin  # noqa: E402
+from eval_throughput import (  # noqa: E402
+    _stragglers,
+    environment,
+    first_line,
+    interleaved,
+    kernelbench_dir,
+    prepare_cache,
+    run_kevin,
+)
 from throughput_report import _count, load_manifest  # noqa: E402
 
 from kevin.tasks import bundled_dir, with_size  # noqa: E402
@@ -196,16 +204,12 @@ def kernel_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     stats = {"submitted": len(records), **spread_stats(timed)}
     stats["baselines_timed"] = sum(r["baseline_timed"] for r in timed)
     stats["failed"] = [
-        f"{r['id']}: {r['verdict']}" + (f" ({_first_line(r.get('error'))})" if r.get("error") else "")
+        f"{r['id']}: {r['verdict']}" + (f" ({first_line(r.get('error'))})" if r.get("error") else "")
         for r in records
         if r["verdict"] not in ("correct", "not_run")
     ]
     stats["verdict"], stats["reason"] = verdict(stats)
     return stats
-
-
-def _first_line(text: str | None, width: int = 160) -> str:
-    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")[:width]
 
 
 def verdict(stats: dict[str, Any]) -> tuple[str, str]:
@@ -238,8 +242,6 @@ def run_pass(name: str, copies: list[dict], background: list[dict], args, kb: Pa
     )
     rows = batch_order(copies, background if name == "busy" else [])
     journal = Path(args.out) / f"timing_aa_{name}_rows.jsonl"  # each result as it comes: kept if cut
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    journal.unlink(missing_ok=True)
     results, wall_s = run_kevin(
         rows, kb, config, args.jobs, started + args.deadline_s, SUBMIT_RESERVE_S, GRACE_S, journal
     )
