@@ -359,6 +359,27 @@ def test_admission_shares_only_what_the_booted_workers_contexts_leave(lock_path,
     assert weights == {0: 1, 40 * gib: 2}
 
 
+def test_a_verdict_keeps_the_memory_its_job_found_and_the_judges_peak(lock_path, monkeypatch):
+    """The numbers the footprint estimate is to be fitted to: the device's free memory once the job
+    is admitted, and the judge's own allocator peak (host-side reads); none on the CPU back end."""
+    import torch
+
+    gib = 1 << 30
+    device = type("Properties", (), {"total_memory": 80 * gib})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: device)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (50 * gib, 80 * gib))
+    assert harness(lock_path).device_memory() is None
+    judge = harness(lock_path, monkeypatch=monkeypatch)
+    judge.job.update(trials=3, device_reserved_bytes=20 * gib)
+    judge.admit(gib)
+    judge.lock.close()
+    assert judge.checks["device_admission"]["free_bytes"] == 50 * gib
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device: 3 * gib)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device: 4 * gib)
+    assert judge.device_memory() == {"judge_peak_allocated": 3 * gib, "judge_peak_reserved": 4 * gib}
+
+
 def test_a_warm_sent_at_boot_is_collected_later_in_order_by_a_real_runner(tmp_path):
     """The spare's protocol with a real (CPU) runner: `warm` sent after boot without waiting, its reply
     read later, then the next command answered as usual (the sequence numbers line up)."""

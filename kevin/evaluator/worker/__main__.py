@@ -187,6 +187,8 @@ def main(argv: list[str]) -> int:
         result.setdefault("flags", []).extend(harness.flags)
         result.setdefault("compiled", harness.compiled)
         result["checks"] = dict(harness.checks, trace=harness.trace)
+        with contextlib.suppress(Exception):  # a statistic: never the verdict's failure
+            result["checks"]["device_memory"] = harness.device_memory()
         stages = [["job", job_at], ["compile", broker_at], *harness.stage_log]  # the broker's start
         result["checks"]["timeline"] = timeline(started, stages, devlock.SECTIONS)
         result["stage_seconds"] = harness.stage_seconds

@@ -441,6 +441,19 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             admission["memory_wait_s"] = devlock.wait_for_memory(
                 self.torch, need if weight < slots else None, int(self.job.get("device_reserved_bytes") or 0)
             )
+            admission["free_bytes"] = int(self.torch.cuda.mem_get_info()[0])  # what the job found
+
+    def device_memory(self) -> dict[str, int] | None:
+        """This judge's own peak on the device (torch's allocator, read on the host: no device call,
+        so a faulted context answers too), beside the admission's estimate: the numbers that
+        `devlock.footprint_bytes` is to be fitted to (s45: it puts large inputs alone)."""
+        cuda = self.torch.cuda
+        if not self.is_cuda or not cuda.is_initialized():
+            return None
+        return {
+            "judge_peak_allocated": int(cuda.max_memory_allocated(self.device)),
+            "judge_peak_reserved": int(cuda.max_memory_reserved(self.device)),
+        }
 
     @contextmanager
     def device_section(self, stage: str, exclusive: bool) -> Iterator[None]:
