@@ -6,8 +6,9 @@ idle one. So a worker holds the device in three ways, each an advisory `flock` o
 `path` (the parent creates them all: workers cannot create files, kevin.evaluator.confine):
 
     admit(weight)   `weight` of the device's `slots` (files path.slot0 ...), held for the rest of
-                    the worker's life: at most `slots` workers keep inputs and outputs in device
-                    memory at once. A job too big to share the device takes every slot.
+                    the worker's life (or to `release()`: a short admitted moment before the job's
+                    own): at most `slots` workers keep inputs and outputs in device memory at once.
+                    A job too big to share the device takes every slot.
     shared()        a shared lock on `path` itself, around inputs, correctness and the reference.
     exclusive()     an exclusive lock on `path`, around timing (candidate and baseline).
 
@@ -101,6 +102,7 @@ class DeviceLock:
         self._turn = self._open(self.path.with_name(self.path.name + ".turn"))
         self._admit = self._open(self.path.with_name(self.path.name + ".admit"))
         self._held_slots: list[int] = []
+        self._admitted_at: int | None = None
         self.weight = 0
 
     def close(self) -> None:
@@ -140,6 +142,17 @@ class DeviceLock:
             fcntl.flock(self._admit, fcntl.LOCK_UN)
         self.weight = weight
         _record("admit", asked, time.time(), None)
+        self._admitted_at = len(SECTIONS) - 1
+
+    def release(self) -> None:
+        """Let go of the slots `admit` took (the lock's other files stay open)."""
+        for fd in self._held_slots:
+            os.close(fd)  # the flock goes with its last descriptor
+        self._held_slots = []
+        self.weight = 0
+        at, self._admitted_at = self._admitted_at, None
+        if at is not None and at < len(SECTIONS) and SECTIONS[at][0] == "admit":
+            SECTIONS[at][3] = time.time()
 
     def shared(self) -> AbstractContextManager[None]:
         """Device work that may overlap other workers' (inputs, correctness, the reference)."""

@@ -12,6 +12,7 @@ builds a `load` asks for are served with the lock let go. These tests watch the 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import types
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from kevin.evaluator import devlock
-from kevin.evaluator.worker.handle import CallTimedOut, RunnerFailed
+from kevin.evaluator.worker.handle import CallTimedOut, CycleRecord, RunnerFailed
 from kevin.evaluator.worker.harness import LOAD_WAIT_S, Harness
 from kevin.evaluator.worker.support import Failure
 
@@ -380,6 +381,68 @@ def test_a_verdict_keeps_the_memory_its_job_found_and_the_judges_peak(lock_path,
     assert judge.device_memory() == {"judge_peak_allocated": 3 * gib, "judge_peak_reserved": 4 * gib}
 
 
+def slots_held(path: Path, slots: int = 2) -> int:
+    taken = 0
+    for slot in devlock.lock_files(path, slots)[3:]:
+        fd = os.open(slot, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            taken += 1
+        finally:
+            os.close(fd)
+    return taken
+
+
+class CalibratingRunner:
+    """Answers the clean calibration's overhead cycles, noting the admission slots held meanwhile
+    and whether it was asked to hand its draws' device memory back."""
+
+    def __init__(self, lock_path: Path) -> None:
+        self.lock_path, self.seen = lock_path, []
+        self.process = types.SimpleNamespace(pid=os.getpid())
+
+    def run_cycles(self, *, fetch: Any, trim: bool = False, **_: Any) -> CycleRecord:
+        self.seen.append((slots_held(self.lock_path), timing_could_start(self.lock_path), trim))
+        record = CycleRecord(settled=True)
+        for index in range(20):
+            record.cycle_ns.append(100_000)
+            if fetch(index, 20):
+                record.fetch_ns[index] = record.copy_ns[index] = 20_000
+        return record
+
+
+def test_the_clean_calibration_is_admitted_for_its_moment_and_hands_its_memory_back(lock_path, monkeypatch):
+    """s46 (H100, A/A pass, 16 in flight): every judge calibrated outside admission (the reference's
+    outputs here, a draw of the inputs in the runner) and kept it in torch's cache through its
+    compile; the device filled and 15 evaluations ended in out-of-memory. Now the calibration holds
+    the slots its draw needs, both sides empty their caches, and the slots go before the compile."""
+    import torch
+
+    gib = 1 << 30
+    device = type("Properties", (), {"total_memory": 80 * gib})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: device)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (70 * gib, 80 * gib))
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(slots_held(lock_path)))
+    monkeypatch.setenv("KEVIN_TIMING_CORES", "off")
+    judge = harness(lock_path, monkeypatch=monkeypatch)
+    judge.job.update(timing={"budget_ms": 100.0}, trials=1)
+    judge.load_reference()
+    judge.input_bytes = gib  # a 1 GiB input: x 4 is within its share of what is left
+    runner = CalibratingRunner(lock_path)
+    overhead = judge.calibrate(runner, "candidate")  # type: ignore[arg-type]
+    assert overhead["cycle_ms"] == pytest.approx(0.1)
+    assert runner.seen == [(1, False, True)]  # one slot, the device shared, the runner trims
+    assert emptied == [1]  # the judge's cache emptied while its slot is still held
+    assert slots_held(lock_path) == 0  # and the slot let go before the compile
+    assert judge.checks["device_admission"]["calibrate_memory_wait_s"] == 0.0
+    judge.input_bytes = 8 * gib  # too big to share what the contexts leave: the whole device
+    judge.job["device_reserved_bytes"] = 40 * gib
+    judge.calibrate(runner, "candidate")  # type: ignore[arg-type]
+    assert runner.seen[-1] == (2, False, True) and slots_held(lock_path) == 0
+
+
 def test_a_warm_sent_at_boot_is_collected_later_in_order_by_a_real_runner(tmp_path):
     """The spare's protocol with a real (CPU) runner: `warm` sent after boot without waiting, its reply
     read later, then the next command answered as usual (the sequence numbers line up)."""
@@ -399,3 +462,24 @@ def test_a_warm_sent_at_boot_is_collected_later_in_order_by_a_real_runner(tmp_pa
         assert runner.request("state")["ok"]
     finally:
         runner.kill()
+
+
+def test_a_runner_asked_to_trim_hands_its_cycles_device_memory_back_even_when_they_fail():
+    """The runner's side of the admitted calibration: torch's cache would keep the draws' blocks."""
+    from kevin.evaluator.worker.runner import Runner
+
+    emptied: list[str] = []
+    runner = Runner.__new__(Runner)
+    runner.is_cuda = True
+    runner.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append("x")))
+    runner._cycles = lambda message: {"ok": True, "stopped": True}  # type: ignore[method-assign]
+    assert runner.cycles({"trim": False}) == {"ok": True, "stopped": True} and emptied == []
+    assert runner.cycles({"trim": True})["ok"] and emptied == ["x"]
+
+    def failing(message: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("CUDA error")
+
+    runner._cycles = failing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        runner.cycles({"trim": True})
+    assert emptied == ["x", "x"]

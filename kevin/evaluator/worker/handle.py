@@ -333,6 +333,7 @@ class RunnerHandle:
         settle_ms: float = SETTLE_MS,
         call_deadline_s: float | None = None,
         plan: Any = None,
+        trim: bool = False,
     ) -> CycleRecord:
         """Warm up, then time calls until the budget; `seeds()` gives each call's input seed,
         `fetch(index, reps)` says, after a timed call is DONE, whether to fetch its output, and
@@ -344,7 +345,8 @@ class RunnerHandle:
         at most `settle_ms` more, until the cycles have settled (`settled`). A call, fetch or reply
         later than `call_deadline_s` kills the runner (`CallTimedOut`). `plan(warm_ns, reps)`, when
         given, may lower the count the budget allows after seeing the warm-up (timing.planned_reps);
-        the count is fixed before the first timed call."""
+        the count is fixed before the first timed call. With `trim` the runner hands what the cycles
+        drew on the device back to the driver when they stop."""
         with self._deadline(call_deadline_s):
             words = self.area.words
             if spin:
@@ -363,6 +365,7 @@ class RunnerHandle:
                     "output_bytes": output_bytes,
                     "inputs": inputs,
                     "output_start": output_start,
+                    "trim": trim,
                 }
             )
             self._expect_ready()

@@ -430,18 +430,49 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
         need = devlock.footprint_bytes(
             input_bytes, 2 * (self.job["trials"] + self.job.get("distribution_trials", 0))
         )
-        total = self.torch.cuda.get_device_properties(self.device).total_memory if self.is_cuda else 0
-        total -= int(self.job.get("device_reserved_bytes") or 0)  # the booted workers' contexts
-        weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
-        weight = int(self.job.get("admission_weight") or weight)  # a rerun alone after an OOM
+        weight = self.admission_weight(need, slots)
         self.lock.admit(weight)
-        admission = {"weight": weight, "slots": slots, "estimate_bytes": need}
-        self.checks["device_admission"] = admission
+        admission = self.checks.setdefault("device_admission", {})
+        admission.update(weight=weight, slots=slots, estimate_bytes=need)
         if self.is_cuda:
             admission["memory_wait_s"] = devlock.wait_for_memory(
                 self.torch, need if weight < slots else None, int(self.job.get("device_reserved_bytes") or 0)
             )
             admission["free_bytes"] = int(self.torch.cuda.mem_get_info()[0])  # what the job found
+
+    def admission_weight(self, need: int | None, slots: int) -> int:
+        """The slots a job needing `need` bytes of the device takes (kevin.evaluator.devlock)."""
+        total = self.torch.cuda.get_device_properties(self.device).total_memory if self.is_cuda else 0
+        total -= int(self.job.get("device_reserved_bytes") or 0)  # the booted workers' contexts
+        weight = devlock.weight_for(need, total, slots) if self.is_cuda else 1
+        return int(self.job.get("admission_weight") or weight)  # a rerun alone after an OOM
+
+    @contextmanager
+    def admitted_moment(self, stage: str) -> Iterator[None]:
+        """A stage before the job's admission that puts input-sized data on the device (the clean
+        calibration: the reference's outputs here, a draw of the inputs in the runner), admitted for
+        its moment with the weight of what it holds, its device memory handed back (`trim` on the
+        runner's side) before the slots are. s46's H100 A/A pass: 16 judges calibrated at once outside
+        admission and kept what they drew through their compiles; the device filled, and 9 of 32
+        honest copies and 6 background candidates ended in out-of-memory errors."""
+        lock = self.device_lock() if self.is_cuda else None
+        if lock is None:
+            with self.shared_device(stage):
+                yield
+            return
+        slots = int(self.job.get("device_slots", 1))
+        need = devlock.footprint_bytes(self.input_bytes, 0)
+        self.stage("wait_gpu")
+        lock.admit(self.admission_weight(need, slots))
+        try:
+            wait_s = devlock.wait_for_memory(self.torch, need, int(self.job.get("device_reserved_bytes") or 0))
+            self.checks.setdefault("device_admission", {})[f"{stage}_memory_wait_s"] = wait_s
+            with self.shared_device(stage):
+                yield
+        finally:
+            with contextlib.suppress(Exception):  # a faulted context: the slots still go
+                self.torch.cuda.empty_cache()
+            lock.release()
 
     def device_memory(self) -> dict[str, int] | None:
         """This judge's own peak on the device (torch's allocator, read on the host: no device call,

@@ -253,7 +253,17 @@ class Runner:
     # -- timed cycles --------------------------------------------------------------------------------
     def cycles(self, message: dict[str, Any]) -> dict[str, Any]:
         """Answer timed cycles until STOP. With `model` false the call is skipped (overhead cycles);
-        the output to fetch is then a buffer of `output_bytes`."""
+        the output to fetch is then a buffer of `output_bytes`. With `trim`, what they drew on the
+        device goes back to the driver afterwards (torch's cache would keep it: the calibration runs
+        admitted for its moment only, and s46's H100 A/A pass ran out of device memory when 16
+        runners kept their calibration's inputs through their compiles)."""
+        try:
+            return self._cycles(message)
+        finally:
+            if message.get("trim") and self.is_cuda:
+                self.torch.cuda.empty_cache()
+
+    def _cycles(self, message: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         use_model = bool(message.get("model"))
         spin = bool(message.get("spin"))

@@ -79,13 +79,15 @@ class TimingStage:
         it runs beside other workers' shared device work rather than holding the device alone
         (0.6 s of exclusive time an evaluation on the H200). It also runs the runner's cycle code
         once before the judge lists its threads, so threads that code starts are not new later."""
-        with self.shared_device("calibrate"), kept_off([runner.process.pid], self.spin_cores()):
+        with self.admitted_moment("calibrate"), kept_off([runner.process.pid], self.spin_cores()):
             expected = self.expected_outputs(self.trial_seed(0), None)
             self.output_shapes = [self.torch.empty(tuple(o.shape), device="meta") for o in expected]
             nbytes = output_bytes(expected)
             del expected
             budget_ms = min(CALIBRATION_BUDGET_MS, self.timing_config()["budget_ms"] / 5)
-            record = self.overhead_cycles(runner, who, nbytes, budget_ms, fetches=CALIBRATION_FETCHES)
+            record = self.overhead_cycles(
+                runner, who, nbytes, budget_ms, fetches=CALIBRATION_FETCHES, trim=True
+            )
         self.checks.setdefault("settled", {})["calibrate " + who] = record.settled
         return overhead_from([record], nbytes)
 
@@ -100,11 +102,11 @@ class TimingStage:
         return timing_cores(ordinal)
 
     def overhead_cycles(
-        self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int
+        self, runner: RunnerHandle, who: str, nbytes: int, budget_ms: float, fetches: int, trim: bool = False
     ) -> Any:
         """Cycles without a call (refill, flush, synchronize, signal) in `runner`, with `fetches` of an
         output-sized buffer spread over them. Only a runner whose code is trusted may be asked: one
-        that never loaded a candidate."""
+        that never loaded a candidate. `trim`: the runner gives its draws' device memory back after."""
         try:
             return runner.run_cycles(
                 model=False,
@@ -120,6 +122,7 @@ class TimingStage:
                 on_fetch=lambda metas: None,
                 # No call runs, so no fresh inputs are needed (drawing them is the CPU's cost).
                 **{**self.shared_inputs(runner), "prepare": None},
+                trim=trim,
             )
         except RunnerFailed as failed:
             raise Failure(
