@@ -219,6 +219,41 @@ def overhead_exceeds_cycles(overhead_ms: float, timed_cycle_ms: float, signallin
     return overhead_ms - timed_cycle_ms > floor
 
 
+DRIFT_SHARE = 0.03
+DRIFT_FLOOR_MS = 0.002
+"""A bracket whose two sides (the overhead's median before the timed calls and after them) differ
+by more than DRIFT_SHARE of the call (and DRIFT_FLOOR_MS) moved while the calls ran: the overhead
+taken off them is off by about half that. The overhead is most of a short call's cycle (refilling
+the inputs: 0.63 ms around a 0.18 ms kernel, 3.6 ms around a 0.34 ms one), so a drift of 1% of it is
+several of the call. s46's H100 A/A pass (16 in flight, cold builds): the three copies furthest from
+their kernel's median (-9% to -15%) had sides 7-22% of the call apart; the steady ones 0-2%."""
+CALL_SPREAD_SHARE = 0.10
+CALL_SPREAD_FLOOR_MS = 0.01
+"""Timed calls whose interquartile range passes CALL_SPREAD_SHARE of their median (and
+CALL_SPREAD_FLOOR_MS: a signalling's jitter is a microsecond or two) were disturbed often enough to
+move the median of block means: s46's copies 4-8% off had IQRs of 14-18% of the call against 2-5% for
+the steady copies of the same kernels."""
+
+
+def bracket_drift(sides_ms: tuple[float, float] | list[float], call_ms: float) -> float:
+    """How far apart a bracket's sides are, as a share of the call (DRIFT_FLOOR_MS at least)."""
+    before, after = sides_ms
+    return abs(before - after) / max(call_ms, DRIFT_FLOOR_MS / DRIFT_SHARE)
+
+
+def calls_spread(stats: TimingStats) -> float:
+    """The timed calls' IQR as a share of their median (CALL_SPREAD_FLOOR_MS at least)."""
+    return stats.iqr_ms / max(stats.median_ms, CALL_SPREAD_FLOOR_MS / CALL_SPREAD_SHARE)
+
+
+def noisy(stats: TimingStats, sides_ms: tuple[float, float] | list[float] | None) -> bool:
+    """A timing to take again (DRIFT_SHARE, CALL_SPREAD_SHARE); one attempt of the few that stays
+    so is still used, the least noisy: unlike `dispersed`, it is a precision the honest may miss."""
+    call_ms = max(stats.wall_median_ms - stats.overhead_ms, 0.0)
+    drifted = sides_ms is not None and bracket_drift(sides_ms, call_ms) > DRIFT_SHARE
+    return drifted or calls_spread(stats) > CALL_SPREAD_SHARE
+
+
 def cycles_dispersion(cycle_ms: list[float]) -> float:
     ordered = sorted(cycle_ms)
     return _quantile(ordered, 0.5) / max(ordered[0], 1e-9)

@@ -468,10 +468,12 @@ class Harness(TrialsStage, TimingStage, ReferenceStage, BaselineStage):
             wait_s = devlock.wait_for_memory(self.torch, need, int(self.job.get("device_reserved_bytes") or 0))
             self.checks.setdefault("device_admission", {})[f"{stage}_memory_wait_s"] = wait_s
             with self.shared_device(stage):
-                yield
+                try:
+                    yield
+                finally:  # cudaFree is the device's work too: inside the section
+                    with contextlib.suppress(Exception):  # a faulted context: the slots still go
+                        self.torch.cuda.empty_cache()
         finally:
-            with contextlib.suppress(Exception):  # a faulted context: the slots still go
-                self.torch.cuda.empty_cache()
             lock.release()
 
     def device_memory(self) -> dict[str, int] | None:

@@ -159,6 +159,7 @@ class TimingStage:
         clean_fetch_ms, clean_copy_ms = overhead.get("fetch_ms"), overhead.get("copy_ms")
         overhead = overhead_from([before, after], nbytes)
         overhead["cycles_ms"] = [ns / 1e6 for ns in before.cycle_ns + after.cycle_ns]
+        overhead["sides_ms"] = [record_wall_median_ms(before), record_wall_median_ms(after)]
         if clean_fetch_ms:  # the timed runner's own, from its clean calibration (`timing_stats`)
             overhead["own_fetch_ms"] = clean_fetch_ms
             overhead["own_copy_ms"] = clean_copy_ms
@@ -259,14 +260,19 @@ class TimingStage:
                     [c / 1e6 for c in record.cycle_ns], used["cycle_ms"], BLOCK_CALLS
                 )
                 bracket = used.pop("cycles_ms", None)
+                sides = used.pop("sides_ms", None)
                 spread = max(timing.dispersion(stats), timing.cycles_dispersion(bracket) if bracket else 0.0)
                 signalling = "spin" if self.is_cuda else "block"
                 unsteady = bool(bracket) and (
                     timing.cycles_dispersed(bracket, stats.wall_median_ms, signalling)
                     or timing.overhead_exceeds_cycles(used["cycle_ms"], stats.wall_median_ms, signalling)
                 )
-                attempts.append((spread, record, timing.dispersed(stats), used, unsteady))
-                if not (attempts[-1][2] or unsteady):
+                noisy = self.is_cuda and timing.noisy(stats, sides)
+                attempts.append((spread, record, timing.dispersed(stats), used, unsteady, noisy))
+                self.checks.setdefault("timing_noise", {}).setdefault(who, []).append(
+                    self.noise_record(stats, sides)
+                )
+                if not (attempts[-1][2] or unsteady or noisy):
                     break
         counted = {
             side: procfs.counted_since(counts, pid)
@@ -275,7 +281,9 @@ class TimingStage:
         self.checks.setdefault("runner_counters", {})[who] = {k: v for k, v in counted.items() if v is not None}
         if len(attempts) > 1:
             self.checks.setdefault("timing_attempts", {})[who] = [round(a[0], 2) for a in attempts]
-        _, record, still, used, unsteady = min(attempts, key=lambda a: a[0])
+        # The steadiest by the rules in order (a bracket to refuse, a dispersed timing, a noisy one),
+        # then by spread.
+        _, record, still, used, unsteady, _ = min(attempts, key=lambda a: (a[4], a[2], a[5], a[0]))
         if control is not None:
             seen = {"bracket": round(used["cycle_ms"], 4)}
             if "cycle_ms" in overhead:  # the runner's own clean calibration, for comparison
@@ -291,6 +299,15 @@ class TimingStage:
                 blame="infrastructure",
             )
         return record, still, used
+
+    @staticmethod
+    def noise_record(stats: timing.TimingStats, sides: list[float] | None) -> dict[str, float]:
+        """An attempt's noise as `checks.timing_noise` keeps it (shares of the call)."""
+        record = {"calls": round(timing.calls_spread(stats), 4)}
+        if sides is not None:
+            call_ms = max(stats.wall_median_ms - stats.overhead_ms, 0.0)
+            record["drift"] = round(timing.bracket_drift(sides, call_ms), 4)
+        return record
 
     def timing_stats(self, record: Any, overhead: dict[str, Any], flag: bool = True) -> dict[str, Any]:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
