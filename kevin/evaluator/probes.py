@@ -209,7 +209,8 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
     """Run `fn` under the profiler (a discarded start-up call, then one or two looks of several
     calls); return the share of library work over every traced call and the top operators.
 
-    A look that recorded no device work is blind when its host-side API records show calls that
+    A first look that recorded no device work at all is taken again once. It is blind when its
+    host-side API records show calls that
     put work on the device (`attribution.launch_calls`: the device records were lost on their way,
     pytorch/pytorch#192021), or when a marker kernel of kevin's, profiled right after it, is not
     seen either (CUPTI delivered nothing): the first is taken again once, and a second blind look
@@ -244,7 +245,11 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
                     seen = attribution.device_activities(events)
                     launched = attribution.launch_calls(events) if is_cuda else 0
                     blind = is_cuda and not seen and (launched > 0 or not current_stream_ids(sync))
-                    if not blind or look > 1:
+                    # Any first look with nothing on the device is taken again, not only a blind
+                    # one: s46's H100 A/A pass flagged one honest copy in eight of a cumsum kernel
+                    # (0 activities, 0 launches, the marker seen); a forward that truly leaves the
+                    # device idle is as empty the second time, and flagged.
+                    if not (is_cuda and not seen) or look > 1:
                         break
                 if blind:
                     return {"blind": True, "traced_calls": calls, "launch_calls": launched, "flags": []}

@@ -265,6 +265,27 @@ def test_a_profiler_that_sees_the_marker_but_no_candidate_work_flags_no_custom_k
     assert trace["device_activities"] == 0 and trace["marker_seen"] is True
 
 
+def test_an_empty_look_with_the_marker_seen_is_taken_again_before_any_flag(monkeypatch):
+    """s46 (H100 A/A pass, 16 in flight): one of eight copies of an honest cumsum kernel was flagged
+    `no_custom_kernel` from a look with no device activity and no launch recorded, kevin's marker
+    seen. A second look saw its kernel in the other seven's way: the flag waits for it."""
+    import torch.profiler
+
+    forward = _host(1, "kevin::ext::forward")
+    work = _paired([forward, _api(2, "cudaLaunchKernel"), _kernel("row_cumsum_kernel", forward, 360.0)])
+    looks = []
+
+    class EmptyFirst(_FakeProfile):
+        def events(self):
+            looks.append(1)
+            return [_host(1, "kevin::ext::forward")] if len(looks) == 1 else list(work)
+
+    monkeypatch.setattr(torch.profiler, "profile", EmptyFirst)
+    monkeypatch.setattr(probes, "current_stream_ids", lambda sync: {7})
+    trace = probes.trace_forward(lambda: None, True, lambda: None, [])
+    assert len(looks) == 2 and trace["flags"] == [] and trace["custom_us"] > 0, trace
+
+
 def _api(id_: int, name: str, kind: str = "cuda_runtime") -> _Op:
     """A CUDA runtime or driver API record as torch's profiler hands it out: a host event."""
     return _Op(**{**vars(_host(id_, name)), "activity_type": kind})
