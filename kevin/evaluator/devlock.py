@@ -8,7 +8,7 @@ idle one. So a worker holds the device in three ways, each an advisory `flock` o
     admit(weight)   `weight` of the device's `slots` (files path.slot0 ...), held for the rest of
                     the worker's life (or to `release()`: a short admitted moment before the job's
                     own): at most `slots` workers keep inputs and outputs in device memory at once.
-                    A job too big to share the device takes every slot.
+                    A job takes the slots its memory fills (`weight_for`); one too big to share, all.
     shared()        a shared lock on `path` itself, around inputs, correctness and the reference.
     exclusive()     an exclusive lock on `path`, around timing (candidate and baseline).
 
@@ -40,6 +40,7 @@ timing that starts then can overlap them); processes that use the device without
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -230,10 +231,14 @@ def footprint_bytes(input_bytes: int | None, trials: int) -> int | None:
 
 
 def weight_for(need_bytes: int | None, device_bytes: int, slots: int) -> int:
-    """One slot when the job fits in its share of the device, else every slot (alone)."""
-    if need_bytes is None or need_bytes * slots > MEMORY_SHARE * device_bytes:
+    """The slots a job's memory fills, each slot a `slots`-th of MEMORY_SHARE of the device (so the
+    admitted jobs' needs stay within that share together); every slot (alone) for an unknown need or
+    one past the share. Until s46 it was one slot or all: 20 of the A/A pass's 32 copies ran alone,
+    jobs of two slots' worth included, and waited up to 240 s for the device."""
+    if need_bytes is None:
         return slots
-    return 1
+    per_slot = MEMORY_SHARE * device_bytes / slots
+    return max(1, min(slots, math.ceil(need_bytes / per_slot)))
 
 
 def wait_for_memory(

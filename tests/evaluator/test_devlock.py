@@ -171,7 +171,9 @@ def test_sizing_rules():
     gib = 2**30
     assert devlock.weight_for(None, 80 * gib, 4) == 4  # unknown size: alone
     assert devlock.weight_for(10 * gib, 80 * gib, 4) == 1
-    assert devlock.weight_for(20 * gib, 80 * gib, 4) == 4  # 4 x 20 > 0.8 x 80
+    assert devlock.weight_for(20 * gib, 80 * gib, 4) == 2  # a slot is 16 GiB: two of them
+    assert devlock.weight_for(16 * gib, 41 * gib, 4) == 2  # s46's H100 A/A copies of 04 and 11: not alone
+    assert devlock.weight_for(60 * gib, 80 * gib, 4) == 4  # past the share: alone
     assert devlock.weight_for(50 * gib, 80 * gib, 1) == 1
     with pytest.raises(ValueError):
         devlock.DeviceLock(Path("/nonexistent"), 0)
