@@ -191,6 +191,9 @@ def copy_record(result: dict[str, Any]) -> dict[str, Any]:
             k: (result.get("checks") or {}).get("device_admission", {}).get(k)
             for k in ("weight", "slots", "memory_wait_s")
         },
+        # Each timing attempt's noise (kevin.evaluator.timing.noisy: bracket drift and call spread as
+        # shares of the call): more than one entry is a copy timed again (s46).
+        "timing_noise": ((result.get("checks") or {}).get("timing_noise") or {}).get("candidate"),
         "error": (result.get("error") or "")[:300],
         # Which check refused a copy that is not `correct` (s24's CI: one flagged copy on 2 busy cores
         # whose report could not say which flag).
@@ -275,6 +278,25 @@ def _three(series: dict[str, float | None], form: str) -> str:
     return " / ".join(_num(series[k], form) for k in ("median", "min", "max"))
 
 
+def pass_lines(one: dict[str, Any]) -> list[str]:
+    """A pass's load, its copies' admission and retimings, and each failed copy, under the table."""
+    load = one["background"]
+    copies = [c for k in one["kernels"].values() for c in k["copies"]]
+    admitted = [c.get("admission") or {} for c in copies]
+    alone = [a for a in admitted if a.get("weight") is not None and a.get("weight") == a.get("slots")]
+    waits = sorted(a.get("memory_wait_s") or 0.0 for a in admitted)
+    again = [c for c in copies if len(c.get("timing_noise") or []) > 1]
+    lines = [
+        f"- {one['pass']}: {one['wall_s']} s; background {load['n']} candidates "
+        f"({load['cold_builds']} cold builds), verdicts {load['verdicts']}; copies alone on the "
+        f"device {len(alone)} of {len(copies)}, memory wait max {waits[-1] if waits else 0:.2f} s, "
+        f"timed again (noisy) {len(again)}"
+    ]
+    for kernel, s in one["kernels"].items():
+        lines += [f"  - {kernel} failed copy {f}" for f in s["failed"]]
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     config = report["config"]
     lines = [
@@ -304,17 +326,7 @@ def markdown(report: dict[str, Any]) -> str:
             )
     lines.append("")
     for one in passes:
-        load = one["background"]
-        copies = [c for k in one["kernels"].values() for c in k["copies"]]
-        alone = [c for c in copies if (c.get("admission") or {}).get("weight") not in (None, 1)]
-        waits = sorted((c.get("admission") or {}).get("memory_wait_s") or 0.0 for c in copies)
-        lines.append(
-            f"- {one['pass']}: {one['wall_s']} s; background {load['n']} candidates "
-            f"({load['cold_builds']} cold builds), verdicts {load['verdicts']}; copies alone on the "
-            f"device {len(alone)} of {len(copies)}, memory wait max {waits[-1] if waits else 0:.2f} s"
-        )
-        for kernel, s in one["kernels"].items():
-            lines += [f"  - {kernel} failed copy {f}" for f in s["failed"]]
+        lines += pass_lines(one)
     return "\n".join(lines) + "\n"
 
 

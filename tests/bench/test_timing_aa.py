@@ -85,6 +85,22 @@ def test_a_copy_record_says_whether_it_ran_alone_and_how_long_it_waited_for_memo
     }
 
 
+def test_a_copy_record_keeps_each_timing_attempts_noise_and_the_pass_line_counts_the_retimed():
+    noise = [{"calls": 0.16, "drift": 0.22}, {"calls": 0.03, "drift": 0.01}]
+    row = {"id": "B_01#1", "verdict": "correct", "checks": {"timing_noise": {"candidate": noise}}}
+    assert bench.copy_record(row)["timing_noise"] == noise
+    assert bench.copy_record({"id": "B_01#2", "verdict": "correct"})["timing_noise"] is None
+    copies = [
+        {"admission": {"weight": 4, "slots": 4}, "timing_noise": noise},
+        {"admission": {"weight": 2, "slots": 4}, "timing_noise": noise[:1]},  # two slots: not alone
+        {"admission": {}},
+    ]
+    kernels = {"B_01": {"copies": copies, "failed": []}}
+    one = {"pass": "busy", "wall_s": 1.0, "background": {"n": 0, "cold_builds": 0, "verdicts": {}}, "kernels": kernels}
+    line = bench.pass_lines(one)[0]
+    assert "copies alone on the device 1 of 3" in line and line.endswith("timed again (noisy) 1")
+
+
 # -- the batch ---------------------------------------------------------------------------------------------
 
 
