@@ -93,6 +93,12 @@ def held(path: str | Path) -> bool:
         os.close(fd)
 
 
+def slots_held(path: str | Path, slots: int) -> int:
+    """How many of the device's `slots` admission slots some process holds now: for tests and
+    diagnostics."""
+    return sum(held(slot) for slot in lock_files(path, slots)[3:])
+
+
 class DeviceLock:
     def __init__(self, path: str | Path, slots: int = 1) -> None:
         if slots < 1:

@@ -12,7 +12,6 @@ builds a `load` asks for are served with the lock let go. These tests watch the 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import types
 from pathlib import Path
@@ -381,19 +380,6 @@ def test_a_verdict_keeps_the_memory_its_job_found_and_the_judges_peak(lock_path,
     assert judge.device_memory() == {"judge_peak_allocated": 3 * gib, "judge_peak_reserved": 4 * gib}
 
 
-def slots_held(path: Path, slots: int = 2) -> int:
-    taken = 0
-    for slot in devlock.lock_files(path, slots)[3:]:
-        fd = os.open(slot, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            taken += 1
-        finally:
-            os.close(fd)
-    return taken
-
-
 class CalibratingRunner:
     """Answers the clean calibration's overhead cycles, noting the admission slots held meanwhile
     and whether it was asked to hand its draws' device memory back."""
@@ -403,7 +389,7 @@ class CalibratingRunner:
         self.process = types.SimpleNamespace(pid=os.getpid())
 
     def run_cycles(self, *, fetch: Any, trim: bool = False, **_: Any) -> CycleRecord:
-        self.seen.append((slots_held(self.lock_path), timing_could_start(self.lock_path), trim))
+        self.seen.append((devlock.slots_held(self.lock_path, 2), timing_could_start(self.lock_path), trim))
         record = CycleRecord(settled=True)
         for index in range(20):
             record.cycle_ns.append(100_000)
@@ -424,7 +410,7 @@ def test_the_clean_calibration_is_admitted_for_its_moment_and_hands_its_memory_b
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: device)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (70 * gib, 80 * gib))
     emptied = []
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(slots_held(lock_path)))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(devlock.slots_held(lock_path, 2)))
     monkeypatch.setenv("KEVIN_TIMING_CORES", "off")
     judge = harness(lock_path, monkeypatch=monkeypatch)
     judge.job.update(timing={"budget_ms": 100.0}, trials=1)
@@ -435,12 +421,12 @@ def test_the_clean_calibration_is_admitted_for_its_moment_and_hands_its_memory_b
     assert overhead["cycle_ms"] == pytest.approx(0.1)
     assert runner.seen == [(1, False, True)]  # one slot, the device shared, the runner trims
     assert emptied == [1]  # the judge's cache emptied while its slot is still held
-    assert slots_held(lock_path) == 0  # and the slot let go before the compile
+    assert devlock.slots_held(lock_path, 2) == 0  # and the slot let go before the compile
     assert judge.checks["device_admission"]["calibrate_memory_wait_s"] == 0.0
     judge.input_bytes = 8 * gib  # too big to share what the contexts leave: the whole device
     judge.job["device_reserved_bytes"] = 40 * gib
     judge.calibrate(runner, "candidate")  # type: ignore[arg-type]
-    assert runner.seen[-1] == (2, False, True) and slots_held(lock_path) == 0
+    assert runner.seen[-1] == (2, False, True) and devlock.slots_held(lock_path, 2) == 0
 
 
 def test_a_warm_sent_at_boot_is_collected_later_in_order_by_a_real_runner(tmp_path):

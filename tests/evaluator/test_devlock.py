@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import subprocess
 import sys
 import time
@@ -131,34 +129,20 @@ def test_each_hold_is_recorded_with_when_it_was_asked_taken_and_let_go(lock_path
     assert exclusive[2] - exclusive[1] >= 0.3, exclusive  # it waited for the other's shared section
 
 
-def slots_taken(path: Path, slots: int) -> int:
-    """How many of the device's admission slots some lock holds now (probed without blocking)."""
-    taken = 0
-    for slot in devlock.lock_files(path, slots)[3:]:
-        fd = os.open(slot, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            taken += 1
-        finally:
-            os.close(fd)
-    return taken
-
-
 def test_a_released_admission_frees_its_slots_and_its_record_says_when(lock_path, monkeypatch):
     """A short admitted moment (the clean calibration) lets go of its slots for others, and admits
     again later like any job; its timeline entry closes."""
     monkeypatch.setattr(devlock, "SECTIONS", [])
     lock = devlock.DeviceLock(lock_path, 4)
     lock.admit(3)
-    assert slots_taken(lock_path, 4) == 3
+    assert devlock.slots_held(lock_path, 4) == 3
     lock.release()
-    assert slots_taken(lock_path, 4) == 0 and lock.weight == 0
+    assert devlock.slots_held(lock_path, 4) == 0 and lock.weight == 0
     other = devlock.DeviceLock(lock_path, 4)
     other.admit(4)  # would block for ever if a slot were still held
     other.close()
     lock.admit(1)
-    assert slots_taken(lock_path, 4) == 1
+    assert devlock.slots_held(lock_path, 4) == 1
     lock.close()
     first, second = devlock.SECTIONS[0], devlock.SECTIONS[2]
     assert first[0] == "admit" and first[3] >= first[2]
