@@ -209,12 +209,11 @@ def trace_forward(fn: Any, is_cuda: bool, sync: Any, modules: list[Any]) -> dict
     """Run `fn` under the profiler (a discarded start-up call, then one or two looks of several
     calls); return the share of library work over every traced call and the top operators.
 
-    A first look that recorded no device work at all is taken again once. It is blind when its
-    host-side API records show calls that
-    put work on the device (`attribution.launch_calls`: the device records were lost on their way,
-    pytorch/pytorch#192021), or when a marker kernel of kevin's, profiled right after it, is not
-    seen either (CUPTI delivered nothing): the first is taken again once, and a second blind look
-    ends the trace with `blind` and no flag. s34, s39, s41 and s43 saw honest kernels with an empty
+    A first look that recorded no device work at all is taken again once. Such a look is blind when
+    its host-side API records show calls that put work on the device (`attribution.launch_calls`:
+    the device records were lost on their way, pytorch/pytorch#192021), or when a marker kernel of
+    kevin's, profiled right after it, is not seen either (CUPTI delivered nothing): a second blind
+    look ends the trace with `blind` and no flag. s34, s39, s41 and s43 saw honest kernels with an empty
     trace flagged `no_custom_kernel` (2 of s41's 352 verdicts, 2 of s43's 304, the marker seen): a
     profiler that lost what the candidate launched cannot testify that it launched nothing."""
     from torch.profiler import ProfilerActivity, profile
