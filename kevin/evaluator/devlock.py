@@ -25,7 +25,7 @@ candidate's `load` (its import and its model's construction; the builds it asks 
 with the lock let go). CUPTI's start (the runner's `warm`) runs nothing on the device and comes
 after `context`, the lock let go (s34: 0.11 s median, 5-9 s in a runner that imports for it). On
 the CPU back end those are host work, which no lock keeps from a timing
-(worker.harness.Harness.device_work). Not covered: work a candidate launches on the device and
+(worker.device.DeviceStage.device_work). Not covered: work a candidate launches on the device and
 leaves running past its section (kernels are asynchronous; its runner's own synchronize is code the
 candidate can replace).
 

@@ -19,8 +19,8 @@ Order of work (the judge's side; one module per stage):
   setup        load the problem, the reference model and the init inputs (`harness`); start the
                runner and have it load the problem for get_inputs (`handle`, `runner`).
   calibrate    with the runner still clean, time cycles without a call (beside other workers'
-               shared device work): the cycle's own overhead and the fetch time of an output-sized
-               buffer, for comparison with the bracket's (`timed`).
+               shared device work, admitted for its moment: `device`): the cycle's own overhead and
+               the fetch time of an output-sized buffer, for comparison with the bracket's (`timed`).
   compile      the runner imports the candidate (its builds go through the build cache) and builds
                `ModelNew` from the weight seed.
   correctness  per trial: the judge draws the inputs and the reference's outputs, the runner draws
