@@ -246,12 +246,19 @@ def calls_spread(stats: TimingStats) -> float:
     return stats.iqr_ms / max(stats.median_ms, CALL_SPREAD_FLOOR_MS / CALL_SPREAD_SHARE)
 
 
-def noisy(stats: TimingStats, sides_ms: tuple[float, float] | list[float] | None) -> bool:
-    """A timing to take again (DRIFT_SHARE, CALL_SPREAD_SHARE); one attempt of the few that stays
-    so is still used, the least noisy: unlike `dispersed`, it is a precision the honest may miss."""
-    call_ms = max(stats.wall_median_ms - stats.overhead_ms, 0.0)
-    drifted = sides_ms is not None and bracket_drift(sides_ms, call_ms) > DRIFT_SHARE
-    return drifted or calls_spread(stats) > CALL_SPREAD_SHARE
+def noise(stats: TimingStats, sides_ms: tuple[float, float] | list[float] | None) -> dict[str, float]:
+    """A timing's noise as shares of its call: the calls' spread and, with a bracket, its drift
+    (`checks.timing_noise` keeps it per attempt)."""
+    found = {"calls": calls_spread(stats)}
+    if sides_ms is not None:
+        found["drift"] = bracket_drift(sides_ms, max(stats.wall_median_ms - stats.overhead_ms, 0.0))
+    return found
+
+
+def noisy(found: dict[str, float]) -> bool:
+    """A timing to take again (DRIFT_SHARE, CALL_SPREAD_SHARE), by its `noise`; one attempt of the few
+    that stays so is still used, the least noisy: unlike `dispersed`, a precision the honest may miss."""
+    return found.get("drift", 0.0) > DRIFT_SHARE or found["calls"] > CALL_SPREAD_SHARE
 
 
 def cycles_dispersion(cycle_ms: list[float]) -> float:

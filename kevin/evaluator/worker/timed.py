@@ -153,13 +153,12 @@ class TimingStage:
         self.checks.setdefault("settled", {})["bracket " + who] = before.settled and after.settled
         # Each side's median, attempt by attempt: a bracket slower before the calls than after them
         # (a clock still rising?) takes too much off short calls (session 30: references at ~0).
-        self.checks.setdefault("bracket_sides_ms", {}).setdefault(who, []).append(
-            [round(record_wall_median_ms(before), 5), round(record_wall_median_ms(after), 5)]
-        )
+        sides = [record_wall_median_ms(before), record_wall_median_ms(after)]
+        self.checks.setdefault("bracket_sides_ms", {}).setdefault(who, []).append([round(x, 5) for x in sides])
         clean_fetch_ms, clean_copy_ms = overhead.get("fetch_ms"), overhead.get("copy_ms")
         overhead = overhead_from([before, after], nbytes)
         overhead["cycles_ms"] = [ns / 1e6 for ns in before.cycle_ns + after.cycle_ns]
-        overhead["sides_ms"] = [record_wall_median_ms(before), record_wall_median_ms(after)]
+        overhead["sides_ms"] = sides
         if clean_fetch_ms:  # the timed runner's own, from its clean calibration (`timing_stats`)
             overhead["own_fetch_ms"] = clean_fetch_ms
             overhead["own_copy_ms"] = clean_copy_ms
@@ -267,10 +266,11 @@ class TimingStage:
                     timing.cycles_dispersed(bracket, stats.wall_median_ms, signalling)
                     or timing.overhead_exceeds_cycles(used["cycle_ms"], stats.wall_median_ms, signalling)
                 )
-                noisy = self.is_cuda and timing.noisy(stats, sides)
+                noise = timing.noise(stats, sides)
+                noisy = self.is_cuda and timing.noisy(noise)
                 attempts.append((spread, record, timing.dispersed(stats), used, unsteady, noisy))
                 self.checks.setdefault("timing_noise", {}).setdefault(who, []).append(
-                    self.noise_record(stats, sides)
+                    {k: round(v, 4) for k, v in noise.items()}
                 )
                 if not (attempts[-1][2] or unsteady or noisy):
                     break
@@ -299,15 +299,6 @@ class TimingStage:
                 blame="infrastructure",
             )
         return record, still, used
-
-    @staticmethod
-    def noise_record(stats: timing.TimingStats, sides: list[float] | None) -> dict[str, float]:
-        """An attempt's noise as `checks.timing_noise` keeps it (shares of the call)."""
-        record = {"calls": round(timing.calls_spread(stats), 4)}
-        if sides is not None:
-            call_ms = max(stats.wall_median_ms - stats.overhead_ms, 0.0)
-            record["drift"] = round(timing.bracket_drift(sides, call_ms), 4)
-        return record
 
     def timing_stats(self, record: Any, overhead: dict[str, Any], flag: bool = True) -> dict[str, Any]:
         stats = timing.summarize_cycles([c / 1e6 for c in record.cycle_ns], overhead["cycle_ms"], BLOCK_CALLS)
